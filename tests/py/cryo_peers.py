@@ -1,0 +1,424 @@
+"""Helpers for tests that check Cryo against real Iceberg peers (PyIceberg, DuckDB, Spark).
+
+Run with the peers venv (``scripts/peers.sh``): ``$PEERS_PYTHON`` from ``$CRYO_PEERS_DIR/peers.env``.
+
+- ``spark_session(catalog_db, warehouse, hadoop_warehouse=None)``: a local Spark 3.5 + Iceberg session with
+  the jdbc catalog ``fixtures`` on the same sqlite file PyIceberg's ``SqlCatalog`` uses (and optionally the
+  hadoop catalog ``hadoop``).
+- ``fingerprint(arrow_table)``: an order-independent row fingerprint that PyIceberg, DuckDB and Spark
+  reads of the same table agree on.
+- ``read_pyiceberg(...)``, ``read_duckdb(metadata_json)``, ``read_spark(spark, ident)``: each returns a
+  ``pyarrow.Table``.
+"""
+
+from __future__ import annotations
+
+import base64
+import decimal
+import hashlib
+import math
+import os
+import shlex
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+__all__ = [
+    "Fingerprint",
+    "canonical_rows",
+    "fingerprint",
+    "peers_env",
+    "read_duckdb",
+    "read_pyiceberg",
+    "read_spark",
+    "sql_catalog",
+    "spark_session",
+]
+
+# --------------------------------------------------------------------------------------------
+# Environment written by scripts/peers.sh
+# --------------------------------------------------------------------------------------------
+
+
+def peers_dir() -> Path:
+    return Path(os.environ.get("CRYO_PEERS_DIR") or Path.home() / ".cache" / "cryo-peers")
+
+
+def peers_env() -> dict[str, str]:
+    """Variables from ``$CRYO_PEERS_DIR/peers.env``, overridden by the process environment."""
+    env: dict[str, str] = {}
+    path = peers_dir() / "peers.env"
+    if path.exists():
+        for line in path.read_text().splitlines():
+            line = line.strip()
+            if not line.startswith("export ") or "=" not in line:
+                continue
+            key, _, value = line[len("export ") :].partition("=")
+            parts = shlex.split(value) if value else [""]
+            env[key.strip()] = parts[0] if parts else ""
+    for key in list(env):
+        if os.environ.get(key):
+            env[key] = os.environ[key]
+    return env
+
+
+def _file_uri(path: str | os.PathLike[str]) -> str:
+    s = str(path)
+    return s if "://" in s else Path(s).resolve().as_uri()
+
+
+def _local_path(path_or_uri: str | os.PathLike[str]) -> str:
+    s = str(path_or_uri)
+    if s.startswith("file://"):
+        s = s[len("file://") :]
+        # file:/x (one slash) is also seen in Hadoop-written metadata
+    elif s.startswith("file:"):
+        s = s[len("file:") :]
+    return s
+
+
+# --------------------------------------------------------------------------------------------
+# Fingerprint
+# --------------------------------------------------------------------------------------------
+
+
+class Fingerprint(NamedTuple):
+    rows: int
+    sha256: str
+
+    def __str__(self) -> str:  # pragma: no cover - cosmetic
+        return f"{self.rows}:{self.sha256}"
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"rows": self.rows, "sha256": self.sha256}
+
+
+_NULL = "\x00N"
+
+
+def _canon_scalar(v: Any) -> str:
+    """Canonical text of one (possibly nested) Python value from ``to_pylist`` of a non-primitive column."""
+    if v is None:
+        return _NULL
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, int):
+        return str(v)
+    if isinstance(v, float):
+        return _canon_float(v)
+    if isinstance(v, decimal.Decimal):
+        return _canon_decimal(v)
+    if isinstance(v, str):
+        return "s:" + v
+    if isinstance(v, (bytes, bytearray, memoryview)):
+        return "b:" + bytes(v).hex()
+    if isinstance(v, dict):  # struct
+        return "{" + ",".join(f"{k}={_canon_scalar(v[k])}" for k in sorted(v)) + "}"
+    if isinstance(v, list):
+        if v and all(isinstance(e, tuple) and len(e) == 2 for e in v):  # map as list of (key, value)
+            return "map{" + ",".join(sorted(f"{_canon_scalar(k)}=>{_canon_scalar(x)}" for k, x in v)) + "}"
+        return "[" + ",".join(_canon_scalar(e) for e in v) + "]"
+    # datetime and friends should not get here (handled column-wise), but stay deterministic
+    return "o:" + str(v)
+
+
+def _canon_float(f: float) -> str:
+    if math.isnan(f):
+        return "f:nan"
+    if f == 0.0:
+        return "f:0"  # -0.0 == 0.0
+    return "f:" + float(f).hex()
+
+
+def _canon_decimal(d: decimal.Decimal) -> str:
+    if d.is_nan():
+        return "d:nan"
+    if d == 0:
+        return "d:0"
+    return "d:" + format(d.normalize(), "f")
+
+
+def _canon_column(col: pa.ChunkedArray) -> list[str]:
+    """One canonical string per row for one column.
+
+    Normalizations, so that PyIceberg, DuckDB and Spark agree:
+    - integers of any width -> decimal text; booleans -> true/false
+    - float32/float64 -> exact hex of the double value (-0.0 == 0.0, one NaN)
+    - decimals of any precision/scale -> normalized plain text (1.50 == 1.5)
+    - timestamps with or without time zone, any unit -> integer nanoseconds since the epoch
+      (Spark returns the session time zone, DuckDB its own, PyIceberg UTC: the instant is what counts)
+    - dates -> days since the epoch; times -> nanoseconds since midnight
+    - string / large_string / string_view -> the text; binary / fixed -> hex
+    - structs, lists, maps -> recursive, map entries sorted
+    """
+    t = col.type
+    if isinstance(t, pa.ExtensionType):
+        col = pa.chunked_array([c.storage for c in col.chunks], type=t.storage_type)
+        t = col.type
+    if pa.types.is_dictionary(t):
+        col = col.cast(t.value_type)
+        t = col.type
+    if pa.types.is_null(t):
+        return [_NULL] * len(col)
+    if pa.types.is_boolean(t):
+        return [_NULL if v is None else ("true" if v else "false") for v in col.to_pylist()]
+    if pa.types.is_integer(t):
+        return [_NULL if v is None else str(v) for v in col.to_pylist()]
+    if pa.types.is_floating(t):
+        return [_NULL if v is None else _canon_float(float(v)) for v in col.to_pylist()]
+    if pa.types.is_decimal(t):
+        return [_NULL if v is None else _canon_decimal(v) for v in col.to_pylist()]
+    if pa.types.is_timestamp(t):
+        mult = {"s": 1_000_000_000, "ms": 1_000_000, "us": 1_000, "ns": 1}[t.unit]
+        ints = col.cast(pa.timestamp(t.unit, tz=t.tz)).cast(pa.int64()).to_pylist() if t.tz else col.cast(pa.int64()).to_pylist()
+        return [_NULL if v is None else "ts:" + str(v * mult) for v in ints]
+    if pa.types.is_date32(t) or pa.types.is_date64(t):
+        ints = col.cast(pa.date32()).cast(pa.int32()).to_pylist()
+        return [_NULL if v is None else "date:" + str(v) for v in ints]
+    if pa.types.is_time(t):
+        mult = {"s": 1_000_000_000, "ms": 1_000_000, "us": 1_000, "ns": 1}[t.unit]
+        ints = col.cast(pa.int64() if t.bit_width == 64 else pa.int32()).to_pylist()
+        return [_NULL if v is None else "time:" + str(v * mult) for v in ints]
+    if pa.types.is_string(t) or pa.types.is_large_string(t) or getattr(pa.types, "is_string_view", lambda _: False)(t):
+        return [_NULL if v is None else "s:" + v for v in col.cast(pa.large_string()).to_pylist()]
+    if pa.types.is_binary(t) or pa.types.is_large_binary(t) or pa.types.is_fixed_size_binary(t) or getattr(
+        pa.types, "is_binary_view", lambda _: False
+    )(t):
+        return [_NULL if v is None else "b:" + bytes(v).hex() for v in col.to_pylist()]
+    if pa.types.is_struct(t):
+        # canonicalize each child column-wise so nested timestamps/decimals get the same treatment
+        n = len(col)
+        children = {}
+        for i in range(t.num_fields):
+            name = t.field(i).name
+            children[name] = _canon_column(pa.chunked_array([c.field(i) for c in col.chunks], type=t.field(i).type) if n else pa.chunked_array([], type=t.field(i).type))
+        valid = pc.is_valid(col).to_pylist() if n else []
+        names = sorted(children)
+        return [
+            ("{" + ",".join(f"{k}={children[k][r]}" for k in names) + "}") if valid[r] else _NULL for r in range(n)
+        ]
+    if pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t) or pa.types.is_map(t):
+        out: list[str] = []
+        for chunk in col.chunks:
+            if pa.types.is_map(t):
+                keys = _canon_column(pa.chunked_array([chunk.keys], type=t.key_type))
+                items = _canon_column(pa.chunked_array([chunk.items], type=t.item_type))
+                offsets = chunk.offsets.to_pylist()
+                for r in range(len(chunk)):
+                    if not chunk[r].is_valid:
+                        out.append(_NULL)
+                        continue
+                    entries = sorted(f"{keys[j]}=>{items[j]}" for j in range(offsets[r], offsets[r + 1]))
+                    out.append("map{" + ",".join(entries) + "}")
+            else:
+                flat = _canon_column(pa.chunked_array([chunk.flatten()], type=t.value_type))
+                if pa.types.is_fixed_size_list(t):
+                    size = t.list_size
+                    offsets = [i * size for i in range(len(chunk) + 1)]
+                else:
+                    offsets = chunk.offsets.to_pylist()
+                    base = offsets[0] if offsets else 0
+                    offsets = [o - base for o in offsets]
+                for r in range(len(chunk)):
+                    if not chunk[r].is_valid:
+                        out.append(_NULL)
+                        continue
+                    out.append("[" + ",".join(flat[offsets[r] : offsets[r + 1]]) + "]")
+        return out
+    return [_canon_scalar(v) for v in col.to_pylist()]
+
+
+def canonical_rows(table: pa.Table) -> list[str]:
+    """Canonical text per row: columns in name order (case-sensitive), values normalized."""
+    names = sorted(table.column_names)
+    cols = [_canon_column(table.column(n)) for n in names]
+    return ["\x1f".join(vals) for vals in zip(*cols)] if cols else [""] * table.num_rows
+
+
+def fingerprint(table: pa.Table) -> Fingerprint:
+    """Order-independent fingerprint of a table's rows: row count + sha256 over sorted row digests.
+
+    The column names (sorted) are part of the hash; column order and row order are not.
+    """
+    digests = sorted(hashlib.sha256(r.encode("utf-8", "surrogatepass")).digest() for r in canonical_rows(table))
+    h = hashlib.sha256()
+    h.update(("\x1f".join(sorted(table.column_names)) + "\n").encode())
+    for d in digests:
+        h.update(d)
+    return Fingerprint(table.num_rows, h.hexdigest())
+
+
+# --------------------------------------------------------------------------------------------
+# Readers
+# --------------------------------------------------------------------------------------------
+
+
+def sql_catalog(catalog_db: str | os.PathLike[str], warehouse: str | os.PathLike[str] | None = None, name: str = "fixtures", **props: str):
+    """PyIceberg ``SqlCatalog`` on a sqlite file (the schema Java's JdbcCatalog shares)."""
+    from pyiceberg.catalog.sql import SqlCatalog
+
+    db = Path(_local_path(catalog_db)).resolve()
+    p = {"uri": f"sqlite:///{db}"}
+    if warehouse is not None:
+        p["warehouse"] = _file_uri(warehouse)
+    p.update(props)
+    return SqlCatalog(name, **p)
+
+
+def read_pyiceberg(
+    ident: str | None = None,
+    *,
+    catalog: Any = None,
+    catalog_db: str | os.PathLike[str] | None = None,
+    warehouse: str | os.PathLike[str] | None = None,
+    metadata_location: str | None = None,
+    catalog_name: str = "fixtures",
+    snapshot_id: int | None = None,
+    properties: dict[str, str] | None = None,
+) -> pa.Table:
+    """Read a whole table with PyIceberg.
+
+    Either ``ident`` with ``catalog`` (any PyIceberg catalog) or ``catalog_db`` (sqlite SqlCatalog), or
+    ``metadata_location`` alone (a ``StaticTable``, e.g. for hadoop-catalog tables).
+    """
+    if metadata_location is not None:
+        from pyiceberg.table import StaticTable
+
+        table = StaticTable.from_metadata(metadata_location, properties or {})
+    else:
+        if catalog is None:
+            if catalog_db is None:
+                raise ValueError("read_pyiceberg needs catalog, catalog_db or metadata_location")
+            catalog = sql_catalog(catalog_db, warehouse, name=catalog_name, **(properties or {}))
+        table = catalog.load_table(ident)
+    return table.scan(snapshot_id=snapshot_id).to_arrow()
+
+
+def duckdb_connect(s3: dict[str, str] | None = None):
+    """A DuckDB connection with the avro + iceberg extensions loaded from the wheel files (never downloaded).
+
+    ``s3`` (optional): {"endpoint": "http://127.0.0.1:5055", "access_key": ..., "secret_key": ..., "region": ...}
+    loads httpfs and creates a path-style S3 secret.
+    """
+    import duckdb
+
+    env = peers_env()
+    con = duckdb.connect(config={"autoinstall_known_extensions": "false", "autoload_known_extensions": "false"})
+    # Order matters: avro first, else iceberg tries to fetch avro from the network.
+    con.execute(f"LOAD '{env['DUCKDB_AVRO_EXT']}'")
+    con.execute(f"LOAD '{env['DUCKDB_ICEBERG_EXT']}'")
+    if s3 is not None:
+        con.execute(f"LOAD '{env['DUCKDB_HTTPFS_EXT']}'")
+        endpoint = s3["endpoint"]
+        use_ssl = endpoint.startswith("https://")
+        host = endpoint.split("://", 1)[-1].rstrip("/")
+        con.execute(
+            "CREATE OR REPLACE SECRET cryo_s3 (TYPE s3, KEY_ID ?, SECRET ?, REGION ?, ENDPOINT ?, URL_STYLE 'path', USE_SSL ?)",
+            [s3.get("access_key", "testing"), s3.get("secret_key", "testing"), s3.get("region", "us-east-1"), host, use_ssl],
+        )
+    return con
+
+
+def read_duckdb(metadata_json_path: str, s3: dict[str, str] | None = None) -> pa.Table:
+    """Read a table with DuckDB's iceberg extension, from its metadata.json path (local path or URI)."""
+    con = duckdb_connect(s3)
+    try:
+        path = metadata_json_path if metadata_json_path.startswith("s3://") else _local_path(metadata_json_path)
+        res = con.execute("SELECT * FROM iceberg_scan(?)", [path])
+        return res.to_arrow_table() if hasattr(res, "to_arrow_table") else res.fetch_arrow_table()
+    finally:
+        con.close()
+
+
+def spark_session(
+    warehouse_catalog_db: str | os.PathLike[str],
+    warehouse: str | os.PathLike[str],
+    hadoop_warehouse: str | os.PathLike[str] | None = None,
+    *,
+    catalog_name: str = "fixtures",
+    app_name: str = "cryo-peers",
+    memory: str = "1g",
+    extra_conf: dict[str, str] | None = None,
+):
+    """A local SparkSession (local[2], driver on 127.0.0.1, UI off) with Iceberg and the jdbc catalog
+    ``fixtures`` on ``warehouse_catalog_db`` (sqlite), plus ``hadoop`` on ``hadoop_warehouse`` if given.
+
+    Uses SPARK_JARS / JAVA_HOME / SPARK_EXTRA_JAVA_OPTS from peers.env. One JVM per process: a second call
+    with other catalogs returns the existing session (reconfigured catalogs are set at runtime).
+    """
+    env = peers_env()
+    if env.get("JAVA_HOME"):
+        os.environ["JAVA_HOME"] = env["JAVA_HOME"]
+    os.environ.setdefault("PYSPARK_PYTHON", env.get("PYSPARK_PYTHON", "python3"))
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    os.environ.setdefault("TZ", "UTC")
+    from pyspark.sql import SparkSession
+
+    db = Path(_local_path(warehouse_catalog_db)).resolve()
+    scratch = Path(os.environ.get("CRYO_SPARK_SCRATCH") or (peers_dir() / "spark-scratch"))
+    scratch.mkdir(parents=True, exist_ok=True)
+    java_opts = " ".join(x for x in ["-Duser.timezone=UTC", env.get("SPARK_EXTRA_JAVA_OPTS", "")] if x)
+    conf = {
+        "spark.master": "local[2]",
+        "spark.app.name": app_name,
+        "spark.driver.bindAddress": "127.0.0.1",
+        "spark.driver.host": "127.0.0.1",
+        "spark.driver.memory": memory,
+        "spark.ui.enabled": "false",
+        "spark.ui.showConsoleProgress": "false",
+        "spark.jars": env["SPARK_JARS"],
+        "spark.driver.extraJavaOptions": java_opts,
+        "spark.executor.extraJavaOptions": java_opts,
+        "spark.sql.extensions": "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions",
+        "spark.sql.catalogImplementation": "in-memory",  # no Hive, no derby metastore_db in the cwd
+        "spark.sql.warehouse.dir": str(scratch / "spark-warehouse"),
+        "spark.local.dir": str(scratch / "tmp"),
+        "spark.sql.session.timeZone": "UTC",
+        "spark.sql.shuffle.partitions": "2",
+        "spark.default.parallelism": "2",
+        "spark.sql.execution.arrow.pyspark.enabled": "true",
+        f"spark.sql.catalog.{catalog_name}": "org.apache.iceberg.spark.SparkCatalog",
+        f"spark.sql.catalog.{catalog_name}.type": "jdbc",
+        f"spark.sql.catalog.{catalog_name}.uri": f"jdbc:sqlite:{db}",
+        f"spark.sql.catalog.{catalog_name}.warehouse": _file_uri(warehouse),
+        # V1 = the schema with iceberg_type, as PyIceberg 0.12 creates it
+        f"spark.sql.catalog.{catalog_name}.jdbc.schema-version": "V1",
+    }
+    if hadoop_warehouse is not None:
+        conf.update(
+            {
+                "spark.sql.catalog.hadoop": "org.apache.iceberg.spark.SparkCatalog",
+                "spark.sql.catalog.hadoop.type": "hadoop",
+                "spark.sql.catalog.hadoop.warehouse": _file_uri(hadoop_warehouse),
+            }
+        )
+    conf.update(extra_conf or {})
+    builder = SparkSession.builder
+    for k, v in conf.items():
+        builder = builder.config(k, v)
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("ERROR")
+    for k, v in conf.items():  # effective even when the session already existed
+        if k.startswith("spark.sql.catalog."):
+            spark.conf.set(k, v)
+    return spark
+
+
+def read_spark(spark: Any, ident: str) -> pa.Table:
+    """Read a whole table with Spark (``ident`` like ``fixtures.spark.orders_mor``) as a pyarrow Table."""
+    df = spark.table(ident)
+    try:
+        batches = df._collect_as_arrow()  # pyspark 3.5 has no public DataFrame.toArrow()
+    except Exception:  # pragma: no cover - fallback without Arrow in the JVM
+        batches = None
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    schema = to_arrow_schema(df.schema)
+    if batches is None:
+        rows = [r.asDict(recursive=True) for r in df.collect()]
+        return pa.Table.from_pylist(rows, schema=schema)
+    if not batches:
+        return schema.empty_table()
+    return pa.Table.from_batches(batches)
