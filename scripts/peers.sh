@@ -100,7 +100,7 @@ shim_route() {
   ( cd "$S/src"
     for j in "$S"/jackson-*.jar "$SITE"/pyspark/jars/jackson-datatype-jsr310-2.15.2.jar \
              /usr/share/java/httpclient5.jar /usr/share/java/httpcore5.jar /usr/share/java/httpcore5-h2.jar; do
-      unzip -oq "$j" -x 'META-INF/*' 'module-info.class' || true
+      unzip -oq "$j" -x 'META-INF/*' 'module-info.class' 2>/dev/null || true
     done
     zip -qr "$S/merged.jar" . )
   printf 'rule com.fasterxml.jackson.** org.apache.iceberg.shaded.com.fasterxml.jackson.@1\nrule org.apache.hc.** org.apache.iceberg.shaded.org.apache.hc.@1\n' > "$S/rules.txt"

@@ -32,6 +32,7 @@ LOCAL_TABLES = [
     "fixtures.pyiceberg.unpartitioned",
     "fixtures.spark.orders_mor",
     "fixtures.spark.legacy_v1",
+    "fixtures.spark.upserts_eq",
     "hadoop.db.hadoop_tbl",
 ]
 
@@ -98,7 +99,17 @@ def test_manifest_lists_every_local_table(manifest):
 @pytest.mark.parametrize("key", LOCAL_TABLES)
 def test_pyiceberg_matches_manifest(manifest, key):
     e = manifest["tables"][key]
-    fp = cryo_peers.fingerprint(_pyiceberg(e, manifest))
+    if e["equality_delete_files"] > 0:
+        # Documented peer limitation: PyIceberg 0.12 refuses tables with equality deletes. Check it still
+        # does (if a newer PyIceberg reads them, compare instead of skipping).
+        try:
+            data = _pyiceberg(e, manifest)
+        except ValueError as err:
+            assert "equality deletes" in str(err)
+            pytest.skip("PyIceberg 0.12 cannot read equality deletes (fingerprint taken with DuckDB)")
+    else:
+        data = _pyiceberg(e, manifest)
+    fp = cryo_peers.fingerprint(data)
     assert (fp.rows, fp.sha256) == (e["row_count"], e["fingerprint"])
 
 
@@ -127,6 +138,8 @@ def test_fixture_shapes(manifest):
     assert t["fixtures.pyiceberg.unpartitioned"]["data_files"] >= 50
     assert t["fixtures.spark.orders_mor"]["position_delete_files"] > 0
     assert t["fixtures.spark.legacy_v1"]["format_version"] == 1
+    assert t["fixtures.spark.upserts_eq"]["equality_delete_files"] == 2
+    assert t["fixtures.spark.upserts_eq"]["fingerprint_reader"] == "duckdb"
     assert t["hadoop.db.hadoop_tbl"]["metadata_location"].endswith(".metadata.json")
     assert (FIXTURES / "hadoop" / "db" / "hadoop_tbl" / "metadata" / "version-hint.text").exists()
 
@@ -135,7 +148,7 @@ def test_spark_and_pyiceberg_share_the_sqlite_catalog(manifest, spark):
     names = {r.tableName for r in spark.sql("SHOW TABLES IN fixtures.pyiceberg").collect()}
     assert {"events", "healthy", "unpartitioned"} <= names
     cat = cryo_peers.sql_catalog(FIXTURES / "catalog.db", FIXTURES / "warehouse")
-    assert {("spark", "orders_mor"), ("spark", "legacy_v1")} <= set(cat.list_tables("spark"))
+    assert {("spark", "orders_mor"), ("spark", "legacy_v1"), ("spark", "upserts_eq")} <= set(cat.list_tables("spark"))
 
 
 # --- remote tables (need scripts/services.sh start and make_fixtures.py --s3 / --rest) -------------
