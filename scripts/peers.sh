@@ -16,6 +16,8 @@ ROUTE=${CRYO_PEERS_SPARK_ROUTE:-maven}
 
 ICEBERG_VERSION=1.10.2          # org.apache.iceberg:iceberg-spark-runtime-3.5_2.12 (1.10.3 is not served)
 SQLITE_JDBC_VERSION=3.54.1.0    # org.xerial:sqlite-jdbc (bundles its native library)
+AWS_BUNDLE_VERSION=1.10.1       # org.apache.iceberg:iceberg-aws-bundle: S3FileIO's AWS SDK, for Spark on S3/REST
+                                # (1.10.2 is not served; the bundle only carries the AWS SDK, so 1.10.1 is fine)
 PIP_SPECS=(
   'pyiceberg[sql-sqlite,pyarrow,pyiceberg-core]==0.12.0'
   'duckdb==1.5.5' 'duckdb-extension-iceberg==1.5.5' 'duckdb-extension-avro==1.5.5' 'duckdb-extension-httpfs==1.5.5'
@@ -26,7 +28,7 @@ PIP_SPECS=(
   'pytest>=8' 'boto3'
 )
 # Anything that changes what gets installed must change this key (it invalidates the stamp).
-STAMP_KEY="v1 route=$ROUTE iceberg=$ICEBERG_VERSION sqlite-jdbc=$SQLITE_JDBC_VERSION pip=${PIP_SPECS[*]}"
+STAMP_KEY="v2 route=$ROUTE iceberg=$ICEBERG_VERSION sqlite-jdbc=$SQLITE_JDBC_VERSION aws=$AWS_BUNDLE_VERSION pip=${PIP_SPECS[*]}"
 STAMP="$D/.installed"
 
 if [ -z "${CRYO_PEERS_FORCE:-}" ] && [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$STAMP_KEY" ] \
@@ -71,24 +73,31 @@ DUCKDB_ICEBERG_EXT=$(ext iceberg); DUCKDB_AVRO_EXT=$(ext avro); DUCKDB_HTTPFS_EX
 # --- Spark jars -----------------------------------------------------------------------------
 J="$D/jars"; mkdir -p "$J"
 SPARK_EXTRA_JAVA_OPTS=""
+SPARK_HAS_S3=0
 maven_route() {
   command -v mvn >/dev/null 2>&1 || { log "installing maven"; apt_install maven; }
   local a
   for a in "org.apache.iceberg:iceberg-spark-runtime-3.5_2.12:$ICEBERG_VERSION" \
-           "org.xerial:sqlite-jdbc:$SQLITE_JDBC_VERSION"; do
+           "org.xerial:sqlite-jdbc:$SQLITE_JDBC_VERSION" \
+           "org.apache.iceberg:iceberg-aws-bundle:$AWS_BUNDLE_VERSION"; do
     local f; f="$J/$(echo "$a" | cut -d: -f2)-$(echo "$a" | cut -d: -f3).jar"
     [ -s "$f" ] && continue
     log "maven: $a"
-    JAVA_HOME=$JAVA_HOME_DETECTED mvn -q -B -Dstyle.color=never -Dmaven.repo.local="$D/m2" \
+    # (set -e does not apply inside a function called from `||`: check every step explicitly)
+    JAVA_HOME=$JAVA_HOME_DETECTED mvn -B -Dstyle.color=never -Dmaven.repo.local="$D/m2" \
       org.apache.maven.plugins:maven-dependency-plugin:3.6.1:copy \
-      -Dartifact="$a" -DoutputDirectory="$J" -Dmdep.overWriteIfNewer=true >/dev/null
+      -Dartifact="$a" -DoutputDirectory="$J" -Dmdep.overWriteIfNewer=true >"$D/mvn.log" 2>&1 \
+      || { grep -E 'ERROR' "$D/mvn.log" | head -n 5 >&2; return 1; }
+    [ -s "$f" ] || { echo "maven did not produce $f" >&2; return 1; }
   done
   rm -rf "$D/m2"
-  SPARK_JARS="$J/iceberg-spark-runtime-3.5_2.12-$ICEBERG_VERSION.jar,$J/sqlite-jdbc-$SQLITE_JDBC_VERSION.jar"
+  SPARK_JARS="$J/iceberg-spark-runtime-3.5_2.12-$ICEBERG_VERSION.jar,$J/sqlite-jdbc-$SQLITE_JDBC_VERSION.jar,$J/iceberg-aws-bundle-$AWS_BUNDLE_VERSION.jar"
+  SPARK_HAS_S3=1
 }
 shim_route() {
   # Fallback (no Maven Central): Iceberg 1.10.2 runtime shipped on PyPI by snowpark-connect-deps-iceberg,
   # whose shaded Jackson/httpclient5 are stripped; rebuild them, relocated, with Debian's jarjar.
+  # This Spark has no S3FileIO SDK and an httpclient5 too old for REST: jdbc (sqlite) + hadoop catalogs only.
   log "spark: shim route"
   "$V/bin/pip" install -q 'snowpark-connect-deps-iceberg==1.0.3'
   apt_install libxerial-sqlite-jdbc-java libxerial-sqlite-jdbc-jni libjarjar-java libhttpclient5-java
@@ -116,6 +125,8 @@ else
   shim_route
 fi
 
+( IFS=,; for j in $SPARK_JARS; do [ -s "$j" ] || { echo "missing Spark jar: $j" >&2; exit 1; }; done )
+
 # --- Smoke checks (fast: no Spark JVM here) -------------------------------------------------
 "$V/bin/python" - <<PYEOF
 import duckdb, pyiceberg, pyspark, moto, pyarrow
@@ -137,6 +148,7 @@ export JAVA_HOME="$JAVA_HOME_DETECTED"
 export SPARK_JARS="$SPARK_JARS"
 export SPARK_EXTRA_JAVA_OPTS="$SPARK_EXTRA_JAVA_OPTS"
 export SPARK_ROUTE="$ROUTE"
+export SPARK_HAS_S3="$SPARK_HAS_S3"
 export ICEBERG_SPARK_VERSION="$ICEBERG_VERSION"
 export DUCKDB_ICEBERG_EXT="$DUCKDB_ICEBERG_EXT"
 export DUCKDB_AVRO_EXT="$DUCKDB_AVRO_EXT"

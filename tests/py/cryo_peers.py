@@ -34,7 +34,10 @@ __all__ = [
     "read_pyiceberg",
     "read_spark",
     "sql_catalog",
+    "spark_rest_catalog_conf",
+    "spark_s3_jdbc_catalog_conf",
     "spark_session",
+    "add_spark_catalogs",
 ]
 
 # --------------------------------------------------------------------------------------------
@@ -404,6 +407,69 @@ def spark_session(
         if k.startswith("spark.sql.catalog."):
             spark.conf.set(k, v)
     return spark
+
+
+def _s3_io_conf(prefix: str, s3_endpoint: str, access_key: str, secret_key: str, region: str) -> dict[str, str]:
+    return {
+        f"{prefix}.io-impl": "org.apache.iceberg.aws.s3.S3FileIO",
+        f"{prefix}.s3.endpoint": s3_endpoint,
+        f"{prefix}.s3.path-style-access": "true",
+        f"{prefix}.s3.access-key-id": access_key,
+        f"{prefix}.s3.secret-access-key": secret_key,
+        f"{prefix}.client.region": region,
+    }
+
+
+def spark_rest_catalog_conf(
+    name: str,
+    uri: str,
+    warehouse: str,
+    credential: str,
+    s3_endpoint: str,
+    *,
+    region: str = "us-east-1",
+) -> dict[str, str]:
+    """Spark conf for an Iceberg REST catalog with OAuth2 client credentials (e.g. SeaweedFS: the credential
+    is ``<s3 access key>:<s3 secret key>``) and S3FileIO. Needs SPARK_HAS_S3=1 (iceberg-aws-bundle)."""
+    key, _, secret = credential.partition(":")
+    p = f"spark.sql.catalog.{name}"
+    return {
+        p: "org.apache.iceberg.spark.SparkCatalog",
+        f"{p}.type": "rest",
+        f"{p}.uri": uri,
+        f"{p}.warehouse": warehouse,
+        f"{p}.credential": credential,
+        f"{p}.oauth2-server-uri": uri.rstrip("/") + "/v1/oauth/tokens",
+        **_s3_io_conf(p, s3_endpoint, key, secret, region),
+    }
+
+
+def spark_s3_jdbc_catalog_conf(
+    name: str,
+    catalog_db: str | os.PathLike[str],
+    warehouse: str,
+    s3_endpoint: str,
+    *,
+    access_key: str = "testing",
+    secret_key: str = "testing",
+    region: str = "us-east-1",
+) -> dict[str, str]:
+    """Spark conf for a jdbc (sqlite) catalog whose warehouse is on S3 (e.g. moto). Needs SPARK_HAS_S3=1."""
+    p = f"spark.sql.catalog.{name}"
+    return {
+        p: "org.apache.iceberg.spark.SparkCatalog",
+        f"{p}.type": "jdbc",
+        f"{p}.uri": f"jdbc:sqlite:{Path(_local_path(catalog_db)).resolve()}",
+        f"{p}.jdbc.schema-version": "V1",
+        f"{p}.warehouse": warehouse,
+        **_s3_io_conf(p, s3_endpoint, access_key, secret_key, region),
+    }
+
+
+def add_spark_catalogs(spark: Any, conf: dict[str, str]) -> None:
+    """Register more catalogs on a running session (Spark instantiates catalogs lazily, on first use)."""
+    for k, v in conf.items():
+        spark.conf.set(k, v)
 
 
 def read_spark(spark: Any, ident: str) -> pa.Table:

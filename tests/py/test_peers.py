@@ -154,7 +154,11 @@ def test_spark_and_pyiceberg_share_the_sqlite_catalog(manifest, spark):
 # --- remote tables (need scripts/services.sh start and make_fixtures.py --s3 / --rest) -------------
 
 
-def test_s3_table_pyiceberg_and_duckdb(manifest):
+def _spark_has_s3() -> bool:
+    return cryo_peers.peers_env().get("SPARK_HAS_S3") == "1"
+
+
+def test_s3_table_all_readers(manifest, spark):
     key = "fixtures_s3.pyiceberg.s3_small"
     if key not in manifest["tables"]:
         pytest.skip("no S3 fixture: run make_fixtures.py --s3")
@@ -169,10 +173,15 @@ def test_s3_table_pyiceberg_and_duckdb(manifest):
         pytest.skip("moto was restarted since --s3 ran (it keeps objects in memory)")
     dd = cryo_peers.fingerprint(cryo_peers.read_duckdb(e["metadata_location"], s3={"endpoint": endpoint}))
     assert py == dd == (e["row_count"], e["fingerprint"])
-    # Spark: this Spark has no S3 FileIO (no iceberg-aws-bundle / hadoop-aws): not read here.
+    if not _spark_has_s3():
+        pytest.skip("Spark of the shim route has no S3FileIO SDK (iceberg-aws-bundle): PyIceberg + DuckDB only")
+    cryo_peers.add_spark_catalogs(
+        spark, cryo_peers.spark_s3_jdbc_catalog_conf("fixtures_s3", cat["uri"][len("sqlite:///") :], cat["warehouse"], endpoint)
+    )
+    assert cryo_peers.fingerprint(cryo_peers.read_spark(spark, key)) == py
 
 
-def test_rest_table_pyiceberg_and_duckdb(manifest):
+def test_rest_table_all_readers(manifest, spark):
     key = "rest.cryo_rest.small"
     if key not in manifest["tables"]:
         pytest.skip("no REST fixture: run make_fixtures.py --rest")
@@ -190,6 +199,13 @@ def test_rest_table_pyiceberg_and_duckdb(manifest):
         cryo_peers.read_duckdb(tbl.metadata_location, s3={"endpoint": cat["s3_endpoint"], "access_key": key_id, "secret_key": secret})
     )
     assert py == dd == (e["row_count"], e["fingerprint"])
+    if not _spark_has_s3():
+        pytest.skip("Spark of the shim route cannot use REST catalogs nor S3: PyIceberg + DuckDB only")
+    cryo_peers.add_spark_catalogs(
+        spark,
+        cryo_peers.spark_rest_catalog_conf("rest", cat["uri"], cat["warehouse"], make_fixtures.REST_CREDENTIAL, cat["s3_endpoint"]),
+    )
+    assert cryo_peers.fingerprint(cryo_peers.read_spark(spark, key)) == py
 
 
 # --- the fingerprint itself -------------------------------------------------------------------------
