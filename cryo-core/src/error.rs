@@ -1,0 +1,230 @@
+//! One error type for the whole pipeline, a variant per stage.
+//!
+//! Callers branch on the variant (a [`Error::CommitConflict`] is retried or reported, a
+//! [`Error::Config`] is fixed by a human) and on [`Error::is_retryable`]; messages are for people.
+//! No variant ever carries a credential: catalog and storage code scrub configured secrets out of
+//! every message they build (see [`crate::catalog::CatalogConfig::redact`]).
+
+use std::fmt;
+
+/// Boxed source error.
+pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
+
+/// Result alias used across the crate.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Everything that can go wrong in Cryo.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// A configuration value is missing, malformed or contradictory.
+    #[error("invalid configuration: {message}")]
+    Config {
+        /// What is wrong and how to fix it.
+        message: String,
+    },
+
+    /// Input to a pure stage (options, a plan, a policy) failed validation.
+    #[error("invalid input: {message}")]
+    Validation {
+        /// What is wrong and how to fix it.
+        message: String,
+    },
+
+    /// The catalog refused or failed a request.
+    #[error("catalog `{catalog}`: {message}")]
+    Catalog {
+        /// Catalog name.
+        catalog: String,
+        /// What happened.
+        message: String,
+        /// Underlying error.
+        #[source]
+        source: Option<BoxError>,
+        /// Whether trying again may succeed.
+        retryable: bool,
+    },
+
+    /// A namespace or table does not exist.
+    #[error("not found: {what}")]
+    NotFound {
+        /// The namespace or table that is missing.
+        what: String,
+    },
+
+    /// Reading or writing storage failed.
+    #[error("storage: {message} ({path})")]
+    Storage {
+        /// Path that was accessed.
+        path: String,
+        /// What happened.
+        message: String,
+        /// Underlying error.
+        #[source]
+        source: Option<BoxError>,
+        /// Whether trying again may succeed.
+        retryable: bool,
+    },
+
+    /// Table metadata (metadata.json, manifest list, manifest) is corrupt or violates the spec.
+    #[error("invalid metadata for {table}: {message} ({location})")]
+    Metadata {
+        /// Table identifier, or the metadata path for path-loaded tables.
+        table: String,
+        /// File that could not be read or understood.
+        location: String,
+        /// What is wrong.
+        message: String,
+        /// Underlying error.
+        #[source]
+        source: Option<BoxError>,
+    },
+
+    /// The table uses something Cryo does not support (yet).
+    #[error("unsupported: {message}")]
+    Unsupported {
+        /// What is unsupported.
+        message: String,
+    },
+
+    /// Rendering a plan for an engine failed (for example an operation the engine lacks).
+    #[error("render ({dialect}): {message}")]
+    Render {
+        /// Target dialect.
+        dialect: String,
+        /// What cannot be rendered.
+        message: String,
+    },
+
+    /// Another writer committed first and validation found the change incompatible.
+    #[error("commit conflict on {table}: {message}")]
+    CommitConflict {
+        /// Table identifier.
+        table: String,
+        /// Why the commit could not be retried.
+        message: String,
+    },
+
+    /// A bug in Cryo.
+    #[error("internal error: {0} (this is a bug in Cryo; please report it)")]
+    Internal(String),
+}
+
+impl Error {
+    /// Whether trying the same call again may succeed (transient I/O, catalog throttling).
+    pub fn is_retryable(&self) -> bool {
+        match self {
+            Error::Catalog { retryable, .. } | Error::Storage { retryable, .. } => *retryable,
+            Error::CommitConflict { .. } => true,
+            _ => false,
+        }
+    }
+
+    /// A stable, machine-readable code for the variant (bindings map it to exception classes).
+    pub fn code(&self) -> &'static str {
+        match self {
+            Error::Config { .. } => "config",
+            Error::Validation { .. } => "validation",
+            Error::Catalog { .. } => "catalog",
+            Error::NotFound { .. } => "not_found",
+            Error::Storage { .. } => "storage",
+            Error::Metadata { .. } => "metadata",
+            Error::Unsupported { .. } => "unsupported",
+            Error::Render { .. } => "render",
+            Error::CommitConflict { .. } => "commit_conflict",
+            Error::Internal(_) => "internal",
+        }
+    }
+
+    pub(crate) fn config(message: impl fmt::Display) -> Self {
+        Error::Config {
+            message: message.to_string(),
+        }
+    }
+
+    pub(crate) fn validation(message: impl fmt::Display) -> Self {
+        Error::Validation {
+            message: message.to_string(),
+        }
+    }
+
+    pub(crate) fn unsupported(message: impl fmt::Display) -> Self {
+        Error::Unsupported {
+            message: message.to_string(),
+        }
+    }
+
+    pub(crate) fn metadata(
+        table: impl fmt::Display,
+        location: impl fmt::Display,
+        message: impl fmt::Display,
+    ) -> Self {
+        Error::Metadata {
+            table: table.to_string(),
+            location: location.to_string(),
+            message: message.to_string(),
+            source: None,
+        }
+    }
+
+    /// Map an upstream iceberg error met while reading `location` of `table`.
+    pub(crate) fn from_iceberg_read(
+        table: impl fmt::Display,
+        location: impl fmt::Display,
+        err: iceberg::Error,
+    ) -> Self {
+        use iceberg::ErrorKind as K;
+        match err.kind() {
+            K::TableNotFound | K::NamespaceNotFound => Error::NotFound {
+                what: table.to_string(),
+            },
+            K::FeatureUnsupported => Error::Unsupported {
+                message: format!("{table}: {}", err.message()),
+            },
+            _ => {
+                // Storage failures surface from our own adapter with their own message; keep the
+                // chain but describe it as a metadata read of this file.
+                Error::Metadata {
+                    table: table.to_string(),
+                    location: location.to_string(),
+                    message: err.message().to_string(),
+                    source: Some(Box::new(err)),
+                }
+            }
+        }
+    }
+}
+
+impl From<iceberg::Error> for Error {
+    fn from(err: iceberg::Error) -> Self {
+        use iceberg::ErrorKind as K;
+        match err.kind() {
+            K::TableNotFound | K::NamespaceNotFound => Error::NotFound {
+                what: err.message().to_string(),
+            },
+            K::FeatureUnsupported => Error::Unsupported {
+                message: err.message().to_string(),
+            },
+            K::CatalogCommitConflicts => Error::CommitConflict {
+                table: String::new(),
+                message: err.message().to_string(),
+            },
+            _ => Error::Internal(format!("iceberg: {err}")),
+        }
+    }
+}
+
+/// Convert a Cryo error into an upstream iceberg error (for trait impls iceberg calls into).
+pub(crate) fn to_iceberg(err: Error) -> iceberg::Error {
+    let kind = match &err {
+        Error::NotFound { .. } => iceberg::ErrorKind::TableNotFound,
+        Error::Unsupported { .. } => iceberg::ErrorKind::FeatureUnsupported,
+        Error::CommitConflict { .. } => iceberg::ErrorKind::CatalogCommitConflicts,
+        Error::Metadata { .. } | Error::Validation { .. } | Error::Config { .. } => {
+            iceberg::ErrorKind::DataInvalid
+        }
+        _ => iceberg::ErrorKind::Unexpected,
+    };
+    let retryable = err.is_retryable();
+    iceberg::Error::new(kind, err.to_string()).with_retryable(retryable)
+}

@@ -1,0 +1,29 @@
+//! # Cryo: Apache Iceberg table maintenance as a library
+//!
+//! ```text
+//! catalog ──load──▶ scan ──▶ grade ──▶ plan ──▶ render / execute ──▶ receipt
+//!  (source)        metadata  A–F +    ops in    Trino / Spark SQL,
+//!                  only      findings fixed     or the native engine
+//!                                     order
+//! ```
+//!
+//! - [`catalog`]: connect to a SQL (sqlite), REST or Hadoop catalog, or a single `metadata.json`,
+//!   with PyIceberg's property names.
+//! - [`scan`]: read a table's metadata (never its data files) into [`scan::TableScan`].
+//! - [`grade`]: explainable checks, a score and an A–F grade, with the operation that fixes each.
+//! - [`plan`]: the maintenance work, partition by partition, under byte budgets, in a fixed order.
+//! - [`render`]: the plan as Trino or Spark SQL.
+//!
+//! Pure stages (grade, plan, render) take values and return values; time comes in as an
+//! argument. Only scanning and committing touch storage.
+//!
+//! ## Feature flags
+//!
+//! None yet: the default build is everything documented here.
+
+pub mod catalog;
+pub mod error;
+pub mod io;
+
+pub use catalog::{Catalog, CatalogConfig, LoadedTable, Namespace, TableId};
+pub use error::{Error, Result};
