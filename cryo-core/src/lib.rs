@@ -27,3 +27,5 @@ pub mod io;
 
 pub use catalog::{Catalog, CatalogConfig, LoadedTable, Namespace, TableId};
 pub use error::{Error, Result};
+pub mod clock;
+pub mod scan;

@@ -198,6 +198,15 @@ impl ObjectStorage {
         &self.counters
     }
 
+    /// The same storage (same configuration and connections) reporting to new counters.
+    pub fn with_fresh_counters(&self) -> ObjectStorage {
+        ObjectStorage {
+            props: self.props.clone(),
+            counters: Arc::default(),
+            stores: Arc::clone(&self.stores),
+        }
+    }
+
     fn store(&self, loc: &StoreLocation) -> Result<Arc<dyn ObjectStore>> {
         let key = loc.store_key();
         let mut stores = self

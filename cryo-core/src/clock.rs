@@ -1,0 +1,34 @@
+//! Injected time. Pure stages take `now` as a value; I/O stages take a [`Clock`].
+
+use std::sync::Arc;
+
+/// A source of "now", in milliseconds since the Unix epoch.
+pub trait Clock: Send + Sync + std::fmt::Debug {
+    /// Current time.
+    fn now_ms(&self) -> i64;
+}
+
+/// The system clock.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct SystemClock;
+
+impl Clock for SystemClock {
+    fn now_ms(&self) -> i64 {
+        chrono::Utc::now().timestamp_millis()
+    }
+}
+
+/// A clock that always says the same time (tests, golden files, replays).
+#[derive(Debug, Clone, Copy)]
+pub struct FixedClock(pub i64);
+
+impl Clock for FixedClock {
+    fn now_ms(&self) -> i64 {
+        self.0
+    }
+}
+
+/// The default clock.
+pub fn system() -> Arc<dyn Clock> {
+    Arc::new(SystemClock)
+}

@@ -1,0 +1,49 @@
+//! Shared helpers: the fixture tables written by PyIceberg and Spark (`tests/fixtures/make_fixtures.py`).
+
+use std::path::PathBuf;
+
+use cryo_core::CatalogConfig;
+use serde_json::Value;
+
+/// Repository root.
+pub fn repo_root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+/// The fixture manifest written by `make_fixtures.py`, or `None` when the fixtures were not
+/// generated. With `CRYO_REQUIRE_PEERS=1` (set by `.ci/run`) missing fixtures fail the test.
+pub fn fixtures() -> Option<Value> {
+    let dir = std::env::var("CRYO_FIXTURES")
+        .map(PathBuf::from)
+        .unwrap_or_else(|_| repo_root().join("target/cryo-fixtures"));
+    let path = dir.join("manifest.json");
+    match std::fs::read(&path) {
+        Ok(bytes) => Some(serde_json::from_slice(&bytes).expect("fixture manifest is JSON")),
+        Err(_) if std::env::var("CRYO_REQUIRE_PEERS").as_deref() == Ok("1") => {
+            panic!("fixtures missing at {} (run tests/fixtures/make_fixtures.py)", path.display())
+        }
+        Err(_) => {
+            eprintln!("skipping: no fixtures at {} (run tests/fixtures/make_fixtures.py)", path.display());
+            None
+        }
+    }
+}
+
+/// The catalog config of one fixture catalog.
+pub fn fixture_catalog(manifest: &Value, name: &str) -> CatalogConfig {
+    let c = &manifest["catalogs"][name];
+    let mut props: Vec<(String, String)> = Vec::new();
+    for key in ["type", "uri", "warehouse"] {
+        if let Some(v) = c[key].as_str() {
+            props.push((key.to_string(), v.to_string()));
+        }
+    }
+    if let Some(extra) = c["properties"].as_object() {
+        for (k, v) in extra {
+            if let Some(v) = v.as_str() {
+                props.push((k.clone(), v.to_string()));
+            }
+        }
+    }
+    CatalogConfig::new(name, props)
+}
