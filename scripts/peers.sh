@@ -129,7 +129,7 @@ fi
 
 # --- Smoke checks (fast: no Spark JVM here) -------------------------------------------------
 "$V/bin/python" - <<PYEOF
-import duckdb, pyiceberg, pyspark, moto, pyarrow
+import duckdb, pyiceberg, pyspark, moto, pyarrow, trino_sql_validator
 con = duckdb.connect()
 con.execute("LOAD '$DUCKDB_AVRO_EXT'"); con.execute("LOAD '$DUCKDB_ICEBERG_EXT'")
 print("pyiceberg", pyiceberg.__version__, "duckdb", duckdb.__version__, "pyspark", pyspark.__version__,
