@@ -23,7 +23,10 @@
 
 pub mod catalog;
 pub mod error;
+pub mod grade;
 pub mod io;
+pub mod ops;
+pub mod plan;
 
 pub use catalog::{Catalog, CatalogConfig, LoadedTable, Namespace, TableId};
 pub use error::{Error, Result};

@@ -250,6 +250,8 @@ pub struct SnapshotInfo {
     pub added_data_files: Option<u64>,
     /// `added-records` from its summary.
     pub added_records: Option<u64>,
+    /// `removed-files-size` from its summary: bytes this snapshot stopped referencing.
+    pub removed_files_bytes: Option<u64>,
 }
 
 /// Manifests of the current snapshot, and across all snapshots.

@@ -498,6 +498,7 @@ pub async fn scan_loaded(
                 manifest_list_bytes: list.map(|l| l.bytes),
                 added_data_files: num("added-data-files"),
                 added_records: num("added-records"),
+                removed_files_bytes: num("removed-files-size"),
             }
         })
         .collect();
