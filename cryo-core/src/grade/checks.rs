@@ -92,14 +92,8 @@ fn pct(v: f64) -> String {
 }
 
 fn mib(bytes: u64) -> String {
-    let m = bytes as f64 / f64::from(1u32 << 20);
-    if m >= 1024.0 {
-        format!("{:.1} GiB", m / 1024.0)
-    } else if m >= 10.0 {
-        format!("{m:.0} MiB")
-    } else {
-        format!("{m:.2} MiB")
-    }
+    crate::report::bytes(bytes)
+}
 }
 
 /// Files the live data would need if every file were the target size, with at least one per

@@ -568,14 +568,15 @@ pub fn plan_table(
         }
     } else if data_cands.is_empty() {
         if called_for.contains(&op_data) {
-            skip(
-                &mut plan,
-                op_data,
+            let reason = if plan.steps.iter().any(|s| s.operation == Operation::ConvertEqualityDeletes) {
+                "the partitions with deletes are rewritten by convert_equality_deletes".to_string()
+            } else {
                 format!(
                     "no partition has {} or more small files, deletes to apply or files in an old spec",
                     options.min_input_files
-                ),
-            );
+                )
+            };
+            skip(&mut plan, op_data, reason);
         }
     } else {
         let chunks = within_budget(op_data, pack(scan, data_cands, options, whole), &mut budget_left);

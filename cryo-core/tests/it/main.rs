@@ -2,3 +2,4 @@
 
 mod common;
 mod peers_scan;
+mod pipeline;
