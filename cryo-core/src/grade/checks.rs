@@ -94,7 +94,6 @@ fn pct(v: f64) -> String {
 fn mib(bytes: u64) -> String {
     crate::report::bytes(bytes)
 }
-}
 
 /// Files the live data would need if every file were the target size, with at least one per
 /// partition that holds data.
