@@ -47,3 +47,32 @@ pub fn fixture_catalog(manifest: &Value, name: &str) -> CatalogConfig {
     }
     CatalogConfig::new(name, props)
 }
+
+/// An environment variable the loopback services set (`scripts/services.sh`), or `None` when
+/// the services are not running (fails instead with `CRYO_REQUIRE_PEERS=1`).
+pub fn service_env(name: &str) -> Option<String> {
+    match std::env::var(name) {
+        Ok(v) if !v.is_empty() => Some(v),
+        _ if std::env::var("CRYO_REQUIRE_PEERS").as_deref() == Ok("1") => {
+            panic!("{name} is not set: start scripts/services.sh and source its services.env")
+        }
+        _ => {
+            eprintln!("skipping: {name} not set (scripts/services.sh not running)");
+            None
+        }
+    }
+}
+
+/// Copy a directory tree.
+pub fn copy_dir(from: &std::path::Path, to: &std::path::Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let dest = to.join(entry.file_name());
+        if entry.file_type().unwrap().is_dir() {
+            copy_dir(&entry.path(), &dest);
+        } else {
+            std::fs::copy(entry.path(), dest).unwrap();
+        }
+    }
+}
