@@ -1,5 +1,6 @@
 //! Integration tests, compiled into one binary to keep link time down.
 
+mod bad_input;
 mod catalogs;
 mod common;
 mod peers_scan;
