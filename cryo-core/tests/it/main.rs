@@ -3,5 +3,6 @@
 mod bad_input;
 mod catalogs;
 mod common;
+mod golden;
 mod peers_scan;
 mod pipeline;

@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# Run every test: Rust unit + integration tests, and the cross-implementation tests against the
+# real peers (PyIceberg, DuckDB, Spark + Iceberg, SeaweedFS REST catalog + S3, moto S3).
+#
+#   bash scripts/test.sh            # everything (installs the peers on first use, ~2 min)
+#   CRYO_TEST_FAST=1 bash ...       # Rust only, peers-dependent tests skip themselves
+#
+# The peers go to ${CRYO_PEERS_DIR:-~/.cache/cryo-peers}; fixtures to target/cryo-fixtures.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+step() { printf '\n== %s (%s)\n' "$1" "$(date +%H:%M:%S)"; }
+
+if [ "${CRYO_TEST_FAST:-0}" = 1 ]; then
+  step "cargo test (fast: no peers)"
+  cargo test -p cryo-core
+  exit 0
+fi
+
+step "peers"
+bash scripts/peers.sh
+# shellcheck disable=SC1091
+. "${CRYO_PEERS_DIR:-$HOME/.cache/cryo-peers}/peers.env"
+
+step "services"
+bash scripts/services.sh start
+trap 'bash "$ROOT/scripts/services.sh" stop >/dev/null 2>&1 || true' EXIT
+set -a
+# shellcheck disable=SC1091
+. "$CRYO_PEERS_DIR/run/services.env"
+set +a
+
+step "fixtures (PyIceberg + Spark)"
+FIXTURES=${CRYO_FIXTURES:-$ROOT/target/cryo-fixtures}
+rm -rf "$FIXTURES"
+"$PEERS_PYTHON" tests/fixtures/make_fixtures.py --out "$FIXTURES" --local --s3 --rest
+export CRYO_FIXTURES=$FIXTURES CRYO_REQUIRE_PEERS=1
+
+step "cargo build (workspace: core + bindings)"
+cargo build --workspace --all-targets
+
+step "cargo test"
+cargo test -p cryo-core
+
+step "pytest (cross-implementation)"
+"$PEERS_PYTHON" -m pytest -q tests/py
+
+step "done"
