@@ -167,32 +167,6 @@ impl Error {
         }
     }
 
-    /// Map an upstream iceberg error met while reading `location` of `table`.
-    pub(crate) fn from_iceberg_read(
-        table: impl fmt::Display,
-        location: impl fmt::Display,
-        err: iceberg::Error,
-    ) -> Self {
-        use iceberg::ErrorKind as K;
-        match err.kind() {
-            K::TableNotFound | K::NamespaceNotFound => Error::NotFound {
-                what: table.to_string(),
-            },
-            K::FeatureUnsupported => Error::Unsupported {
-                message: format!("{table}: {}", err.message()),
-            },
-            _ => {
-                // Storage failures surface from our own adapter with their own message; keep the
-                // chain but describe it as a metadata read of this file.
-                Error::Metadata {
-                    table: table.to_string(),
-                    location: location.to_string(),
-                    message: err.message().to_string(),
-                    source: Some(Box::new(err)),
-                }
-            }
-        }
-    }
 }
 
 impl From<iceberg::Error> for Error {

@@ -323,6 +323,7 @@ impl FileStats {
         self.histogram.add(size);
     }
 
+    #[cfg_attr(not(test), allow(dead_code))] // used by synthetic scans in the planner tests
     pub(crate) fn merge(&mut self, other: &FileStats) {
         self.count += other.count;
         self.bytes += other.bytes;

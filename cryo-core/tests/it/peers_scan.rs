@@ -69,3 +69,38 @@ async fn scanning_reads_metadata_only() {
         assert_eq!(scan.io.reads_of(PathKind::Manifest), scan.manifests.count, "{name}");
     }
 }
+
+#[tokio::test]
+async fn partitions_and_files_as_arrow() {
+    use arrow_array::{Array, StringArray, UInt64Array};
+    use cryo_core::scan::{arrow, list_files};
+
+    let Some(m) = fixtures() else { return };
+    let catalog = Catalog::connect(fixture_catalog(&m, "fixtures")).await.unwrap();
+    let id = TableId::parse("spark.orders_mor").unwrap();
+    let table = catalog.load_table(&id).await.unwrap();
+    let scan = cryo_core::scan::scan_loaded(&table, "fixtures", &ScanOptions::default(), 0).await.unwrap();
+
+    let parts = arrow::partitions_batch(std::slice::from_ref(&scan)).unwrap();
+    assert_eq!(parts.num_rows(), scan.partitions.len());
+    assert_eq!(parts.schema(), arrow::partitions_schema());
+    let col = |name: &str| parts.column_by_name(name).unwrap().as_any().downcast_ref::<UInt64Array>().unwrap().clone();
+    assert_eq!(col("data_files").iter().flatten().sum::<u64>(), scan.data_files.count);
+    assert_eq!(col("position_delete_files").iter().flatten().sum::<u64>(), scan.delete_files.position.files);
+    assert_eq!(col("records").iter().flatten().sum::<u64>(), scan.data_files.records);
+
+    let files = list_files(&table, &ScanOptions::default()).await.unwrap();
+    let batch = arrow::files_batch(&id, &files).unwrap();
+    assert_eq!(batch.num_rows() as u64, scan.data_files.count + scan.delete_files.files());
+    let content = batch.column_by_name("content").unwrap().as_any().downcast_ref::<StringArray>().unwrap();
+    let deletes = content.iter().flatten().filter(|c| *c == "position_deletes").count() as u64;
+    assert_eq!(deletes, scan.delete_files.position.files);
+    let referenced = batch.column_by_name("referenced_data_file").unwrap();
+    // Spark writes file-scoped position deletes: each names its data file, and that file is live.
+    assert_eq!(referenced.null_count() as u64, batch.num_rows() as u64 - deletes);
+    let sizes = batch.column_by_name("size_bytes").unwrap().as_any().downcast_ref::<UInt64Array>().unwrap();
+    assert_eq!(
+        sizes.iter().flatten().sum::<u64>(),
+        scan.data_files.bytes + scan.delete_files.bytes()
+    );
+}
