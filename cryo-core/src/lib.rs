@@ -33,3 +33,8 @@ pub use catalog::{Catalog, CatalogConfig, LoadedTable, Namespace, TableId};
 pub use error::{Error, Result};
 pub mod clock;
 pub mod scan;
+
+/// The README's examples, compiled as doctests so they cannot drift from the API.
+#[doc = include_str!("../../README.md")]
+#[cfg(doctest)]
+pub struct ReadmeDoctests;
