@@ -27,6 +27,7 @@ pub mod grade;
 pub mod io;
 pub mod ops;
 pub mod plan;
+pub mod render;
 pub mod report;
 
 pub use catalog::{Catalog, CatalogConfig, LoadedTable, Namespace, TableId};

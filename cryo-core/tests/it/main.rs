@@ -6,3 +6,5 @@ mod common;
 mod golden;
 mod peers_scan;
 mod pipeline;
+mod render;
+mod render_fixtures;
