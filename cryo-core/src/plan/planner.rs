@@ -238,22 +238,32 @@ fn to_target(scan: &TableScan, p: &PartitionStats, files: u64, bytes: u64, score
 }
 
 /// Rank by benefit per GiB (highest first), then pack into chunks under the budget and cap.
-fn pack(scan: &TableScan, mut cands: Vec<Candidate<'_>>, options: &PlanOptions, whole: bool) -> Vec<Chunk> {
+///
+/// Returns the chunks and the number of partitions left out because no predicate on source
+/// columns selects them (e.g. a partition field whose source column was dropped).
+fn pack(scan: &TableScan, mut cands: Vec<Candidate<'_>>, options: &PlanOptions, whole: bool) -> (Vec<Chunk>, usize) {
     let target = scan.write.target_file_size_bytes.max(1);
     if cands.is_empty() {
-        return Vec::new();
+        return (Vec::new(), 0);
     }
-    if whole {
+    // Files of an unpartitioned spec can only be selected by rewriting the whole table.
+    let unpartitioned = cands
+        .iter()
+        .any(|c| scan.partitioning.spec(c.p.spec_id).is_none_or(|s| s.is_unpartitioned()));
+    if whole || unpartitioned {
         let files = cands.iter().map(|c| c.files).sum();
         let bytes = cands.iter().map(|c| c.bytes).sum::<u64>();
-        return vec![Chunk {
-            index: 0,
-            whole_table: true,
-            partitions: Vec::new(),
-            input_files: files,
-            input_bytes: bytes,
-            expected_output_files: bytes.div_ceil(target).max(cands.len() as u64),
-        }];
+        return (
+            vec![Chunk {
+                index: 0,
+                whole_table: true,
+                partitions: Vec::new(),
+                input_files: files,
+                input_bytes: bytes,
+                expected_output_files: bytes.div_ceil(target).max(cands.len() as u64),
+            }],
+            0,
+        );
     }
     cands.sort_by(|a, b| {
         b.score
@@ -279,8 +289,10 @@ fn pack(scan: &TableScan, mut cands: Vec<Candidate<'_>>, options: &PlanOptions, 
         });
         *bytes = 0;
     };
+    let mut dropped = 0;
     for c in cands {
         let Some(t) = to_target(scan, c.p, c.files, c.bytes, c.score) else {
+            dropped += 1;
             continue;
         };
         if !current.is_empty()
@@ -297,7 +309,7 @@ fn pack(scan: &TableScan, mut cands: Vec<Candidate<'_>>, options: &PlanOptions, 
         }
     }
     flush(&mut chunks, &mut current, &mut cur_bytes);
-    chunks
+    (chunks, dropped)
 }
 
 fn whole_table_chunk(files: u64, bytes: u64) -> Vec<Chunk> {
@@ -404,6 +416,7 @@ pub fn plan_table(
     let default_spec = scan.partitioning.default_spec_id;
     let mut budget_left = options.table_budget_bytes.unwrap_or(u64::MAX);
     let mut deferred: Vec<(Operation, usize, u64)> = Vec::new();
+    let mut unselectable: Vec<(Operation, usize)> = Vec::new();
 
     // Apply the byte budget to a partitioned step: keep chunks while they fit.
     let mut within_budget = |op: Operation, chunks: Vec<Chunk>, budget_left: &mut u64| -> Vec<Chunk> {
@@ -451,7 +464,11 @@ pub fn plan_table(
             for c in &cands {
                 taken.insert((c.p.spec_id, c.p.path.clone()));
             }
-            let chunks = within_budget(op, pack(scan, cands, options, whole || global), &mut budget_left);
+            let chunks = {
+                let (chunks, dropped) = pack(scan, cands, options, whole || global);
+                unselectable.push((op, dropped));
+                within_budget(op, chunks, &mut budget_left)
+            };
             if !chunks.is_empty() {
                 plan.steps.push(PlannedStep {
                     operation: op,
@@ -540,7 +557,11 @@ pub fn plan_table(
         if let Some(reason) = gate(op) {
             skip(&mut plan, op, reason);
         } else {
-            let chunks = within_budget(op, pack(scan, pos_cands, options, whole), &mut budget_left);
+            let chunks = {
+                let (chunks, dropped) = pack(scan, pos_cands, options, whole);
+                unselectable.push((op, dropped));
+                within_budget(op, chunks, &mut budget_left)
+            };
             if !chunks.is_empty() {
                 plan.steps.push(PlannedStep {
                     operation: op,
@@ -579,7 +600,11 @@ pub fn plan_table(
             skip(&mut plan, op_data, reason);
         }
     } else {
-        let chunks = within_budget(op_data, pack(scan, data_cands, options, whole), &mut budget_left);
+        let chunks = {
+                let (chunks, dropped) = pack(scan, data_cands, options, whole);
+                unselectable.push((op_data, dropped));
+                within_budget(op_data, chunks, &mut budget_left)
+            };
         if !chunks.is_empty() {
             let mut reasons = because(report, op_data);
             if reasons.is_empty() {
@@ -710,6 +735,13 @@ pub fn plan_table(
         }
     }
 
+    for (op, n) in unselectable.into_iter().filter(|(_, n)| *n > 0) {
+        skip(
+            &mut plan,
+            op,
+            format!("{n} partitions cannot be selected by a predicate on their source columns (a partition source column was dropped)"),
+        );
+    }
     for (op, n, bytes) in deferred {
         skip(
             &mut plan,

@@ -174,6 +174,7 @@ proptest! {
         sorted.dedup();
         prop_assert_eq!(&ops, &sorted);
 
+        let unpartitioned = scan.partitioning.specs.iter().any(crate::scan::PartitionSpecInfo::is_unpartitioned);
         // No partition in two chunks or two steps.
         let mut seen = BTreeSet::new();
         let mut rewritten = 0u64;
@@ -195,7 +196,8 @@ proptest! {
                     rewritten += chunk.input_bytes;
                     if chunk.whole_table {
                         prop_assert!(scan.data_files.bytes + scan.delete_files.bytes() <= options.small_table_bytes
-                            || step.operation == Operation::ConvertEqualityDeletes);
+                            || step.operation == Operation::ConvertEqualityDeletes
+                            || unpartitioned);
                     }
                 }
             }
@@ -299,6 +301,32 @@ fn small_tables_run_whole_and_big_partitions_alone() {
     let alone = step.chunks.iter().find(|c| c.input_bytes > 1024 * MIB).unwrap();
     assert_eq!(alone.partitions.len(), 1);
     assert_eq!(step.chunks.iter().map(|c| c.partitions.len()).sum::<usize>(), 3);
+}
+
+#[test]
+fn unpartitioned_tables_run_whole_even_when_large() {
+    let mut scan = synthetic_scan(&[(40, 40, 60 * MIB, 0, 0, false)], 2, NOW);
+    for spec in &mut scan.partitioning.specs {
+        spec.fields.clear();
+    }
+    for p in &mut scan.partitions {
+        p.values.clear();
+        p.path.clear();
+    }
+    let r = grade(&scan, &GradeOptions::default(), NOW).unwrap();
+    let opts = PlanOptions { small_table_bytes: 0, chunk_budget_bytes: MIB, ..PlanOptions::default() };
+    let tp = plan_table(&scan, &r, &opts, &TableControl::default(), NOW).unwrap();
+    let step = tp.steps.iter().find(|s| s.operation == Operation::RewriteDataFiles).unwrap();
+    assert_eq!(step.chunks.len(), 1);
+    assert!(step.chunks[0].whole_table && step.chunks[0].partitions.is_empty());
+
+    // A partition whose source column was dropped cannot be targeted: skipped, with the reason.
+    let mut scan = synthetic_scan(&[(40, 40, MIB, 0, 0, false), (40, 40, MIB, 0, 0, false)], 2, NOW);
+    scan.partitioning.specs[1].fields[0].source_column = None;
+    let r = grade(&scan, &GradeOptions::default(), NOW).unwrap();
+    let tp = plan_table(&scan, &r, &opts, &TableControl::default(), NOW).unwrap();
+    assert!(tp.steps.iter().all(|s| s.operation != Operation::RewriteDataFiles));
+    assert!(tp.skipped.iter().any(|s| s.operation == Operation::RewriteDataFiles && s.reason.contains("source column was dropped")), "{:?}", tp.skipped);
 }
 
 #[test]
