@@ -1,4 +1,5 @@
 //! Integration tests, compiled into one binary to keep link time down.
+#![allow(clippy::unwrap_used, clippy::print_stderr)] // test code: unwrap to fail loudly, eprintln for skip notices
 
 mod bad_input;
 mod catalogs;
