@@ -13,6 +13,8 @@
 //! - [`grade`]: explainable checks, a score and an A–F grade, with the operation that fixes each.
 //! - [`plan`]: the maintenance work, partition by partition, under byte budgets, in a fixed order.
 //! - [`render`]: the plan as Trino or Spark SQL.
+//! - [`commit`]: Cryo's writers, snapshot producer and per-catalog compare-and-swap.
+//! - [`demo`]: a small local lake of decayed tables, for examples, tests and benchmarks.
 //!
 //! Pure stages (grade, plan, render) take values and return values; time comes in as an
 //! argument. Only scanning and committing touch storage.
@@ -22,6 +24,7 @@
 //! None yet: the default build is everything documented here.
 
 pub mod catalog;
+pub mod commit;
 pub mod error;
 pub mod grade;
 pub mod io;
@@ -33,6 +36,7 @@ pub mod report;
 pub use catalog::{Catalog, CatalogConfig, LoadedTable, Namespace, TableId};
 pub use error::{Error, Result};
 pub mod clock;
+pub mod demo;
 pub mod scan;
 
 /// The README's examples, compiled as doctests so they cannot drift from the API.

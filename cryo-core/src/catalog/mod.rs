@@ -7,7 +7,7 @@
 //! given by their `metadata.json`. Storage for every kind is `object_store` ([`crate::io`]).
 
 mod config;
-mod hadoop;
+pub(crate) mod hadoop;
 pub mod metadata;
 pub mod props;
 mod sql;
@@ -162,9 +162,14 @@ pub struct LoadedTable {
 }
 
 impl LoadedTable {
-    /// The upstream `Table` for this metadata.
+    /// The upstream `Table` for this metadata (call it inside a Tokio runtime: upstream readers
+    /// run on the current one).
     pub fn to_iceberg(&self) -> Result<iceberg::table::Table> {
+        let runtime = iceberg::Runtime::try_current().map_err(|e| {
+            Error::config(format!("{}: upstream tables need a Tokio runtime: {}", self.id, e.message()))
+        })?;
         let mut b = iceberg::table::Table::builder()
+            .runtime(runtime)
             .identifier(self.id.to_iceberg()?)
             .metadata(Arc::clone(&self.metadata))
             .file_io(self.file_io.clone());
@@ -410,6 +415,91 @@ impl Catalog {
                 self.load_from_location(id, location).await
             }
         }
+    }
+
+    /// The committer for this catalog's tables (see [`crate::commit`]).
+    ///
+    /// SQL and Hadoop catalogs are supported; REST, Glue and HMS commits are not implemented yet,
+    /// and a single `metadata.json` (static) table is read-only.
+    pub fn committer(&self) -> Result<std::sync::Arc<dyn crate::commit::CatalogCommitter>> {
+        match &self.backend {
+            Backend::Sql(s) => Ok(Arc::new(crate::commit::SqlCommitter::new(s.clone()))),
+            Backend::Hadoop { .. } => Ok(Arc::new(crate::commit::HadoopCommitter::new())),
+            Backend::Rest(_) => Err(Error::unsupported(format!(
+                "catalog `{}`: committing to REST catalogs is not implemented yet",
+                self.config.name
+            ))),
+            Backend::Static { .. } => Err(Error::unsupported(format!(
+                "catalog `{}` is a single metadata file and read-only",
+                self.config.name
+            ))),
+        }
+    }
+
+    /// Create a namespace; creating one that exists is not an error.
+    ///
+    /// SQL catalogs record it the way `PyIceberg` does (an `exists` property); Hadoop warehouses
+    /// have no namespace objects (a namespace is a directory, created with its first table).
+    pub async fn create_namespace(&self, ns: &Namespace) -> Result<()> {
+        if ns.0.is_empty() || ns.0.iter().any(String::is_empty) {
+            return Err(Error::validation(format!("namespace `{ns}` has an empty level")));
+        }
+        match &self.backend {
+            Backend::Sql(s) => s.create_namespace(ns).await,
+            Backend::Hadoop { .. } => Ok(()),
+            Backend::Rest(r) => {
+                let ident = ns.to_iceberg()?;
+                let exists = iceberg::Catalog::namespace_exists(r.as_ref(), &ident)
+                    .await
+                    .map_err(|e| catalog_err(&self.config, &format!("create namespace {ns}"), &e))?;
+                if !exists {
+                    iceberg::Catalog::create_namespace(r.as_ref(), &ident, std::collections::HashMap::new())
+                        .await
+                        .map_err(|e| catalog_err(&self.config, &format!("create namespace {ns}"), &e))?;
+                }
+                Ok(())
+            }
+            Backend::Static { .. } => Err(Error::unsupported(format!(
+                "catalog `{}` is a single metadata file and read-only",
+                self.config.name
+            ))),
+        }
+    }
+
+    /// Create a table and return it as loaded (see [`crate::commit::NewTable`]).
+    ///
+    /// SQL catalogs write `<location>/metadata/00000-<uuid>.metadata.json` and insert the row
+    /// (the namespace must exist); Hadoop catalogs create `<warehouse>/<ns…>/<name>/metadata/
+    /// v1.metadata.json` and the version hint. An existing table is an [`Error::Catalog`].
+    pub async fn create_table(
+        &self,
+        id: &TableId,
+        table: crate::commit::NewTable,
+    ) -> Result<LoadedTable> {
+        let storage = self.storage();
+        match &self.backend {
+            Backend::Sql(s) => {
+                crate::commit::create_sql_table(s, &storage, self.warehouse(), id, table).await?;
+            }
+            Backend::Hadoop { warehouse } => {
+                let dir = hadoop::table_dir(warehouse, id)?;
+                crate::commit::create_hadoop_table(&storage, &self.config.name, &dir, id, table)
+                    .await?;
+            }
+            Backend::Rest(_) => {
+                return Err(Error::unsupported(format!(
+                    "catalog `{}`: creating tables in REST catalogs is not implemented yet",
+                    self.config.name
+                )));
+            }
+            Backend::Static { .. } => {
+                return Err(Error::unsupported(format!(
+                    "catalog `{}` is a single metadata file and read-only",
+                    self.config.name
+                )));
+            }
+        }
+        self.load_table(id).await
     }
 
     async fn load_from_location(&self, id: &TableId, location: String) -> Result<LoadedTable> {

@@ -3,7 +3,9 @@
 
 mod bad_input;
 mod catalogs;
+mod commit;
 mod common;
+mod demo_lake;
 mod golden;
 mod peers_scan;
 mod pipeline;

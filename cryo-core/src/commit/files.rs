@@ -1,0 +1,103 @@
+//! Reading the manifests a commit builds on.
+
+use futures::{StreamExt, TryStreamExt};
+use iceberg::spec::{DataFile, Manifest, ManifestFile, ManifestList, ManifestStatus, Snapshot};
+
+use crate::catalog::LoadedTable;
+use crate::error::{Error, Result};
+
+/// Manifests read at once.
+const MANIFEST_READ_CONCURRENCY: usize = 16;
+
+/// A live file (data or delete) of a table's current snapshot, as its manifest lists it.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct LiveFile {
+    /// The file, with its partition tuple and metrics.
+    pub file: DataFile,
+    /// Partition spec the file was written with.
+    pub spec_id: i32,
+    /// `Added` by the snapshot that wrote its manifest, or `Existing`.
+    pub status: ManifestStatus,
+    /// Snapshot that added the file.
+    pub snapshot_id: Option<i64>,
+    /// Data sequence number (inherited from the manifest when written as null).
+    pub sequence_number: Option<i64>,
+    /// File sequence number.
+    pub file_sequence_number: Option<i64>,
+    /// Manifest that lists it.
+    pub manifest: String,
+}
+
+/// Every live data and delete file of the table's current snapshot (empty for a table without
+/// snapshots). Reads manifests only.
+pub async fn live_files(table: &LoadedTable) -> Result<Vec<LiveFile>> {
+    let Some(snapshot) = table.metadata.current_snapshot() else {
+        return Ok(Vec::new());
+    };
+    let manifests = read_manifest_list(table, snapshot).await?;
+    let read: Vec<(ManifestFile, Manifest)> = futures::stream::iter(manifests)
+        .map(|mf| async move {
+            let manifest = read_manifest(table, &mf).await?;
+            Ok::<_, Error>((mf, manifest))
+        })
+        .buffered(MANIFEST_READ_CONCURRENCY)
+        .try_collect()
+        .await?;
+    let mut out = Vec::new();
+    for (mf, manifest) in read {
+        for entry in manifest.entries() {
+            if entry.is_alive() {
+                out.push(LiveFile {
+                    file: entry.data_file().clone(),
+                    spec_id: mf.partition_spec_id,
+                    status: entry.status(),
+                    snapshot_id: entry.snapshot_id(),
+                    sequence_number: entry.sequence_number(),
+                    file_sequence_number: entry.file_sequence_number,
+                    manifest: mf.manifest_path.clone(),
+                });
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// The manifests a snapshot lists, in list order.
+pub(crate) async fn read_manifest_list(
+    table: &LoadedTable,
+    snapshot: &Snapshot,
+) -> Result<Vec<ManifestFile>> {
+    let name = table.id.to_string();
+    let location = snapshot.manifest_list();
+    let bytes = table.storage.read_all(location).await.map_err(|e| match e {
+        Error::Storage { message, source, .. } => Error::Metadata {
+            table: name.clone(),
+            location: location.to_string(),
+            message: format!("cannot read manifest list: {message}"),
+            source,
+        },
+        other => other,
+    })?;
+    let list = ManifestList::parse_with_version(&bytes, table.metadata.format_version())
+        .map_err(|e| {
+            Error::metadata(&name, location, format!("corrupt manifest list: {}", e.message()))
+        })?;
+    Ok(list.consume_entries().into_iter().collect())
+}
+
+/// One manifest, with snapshot ids and sequence numbers inherited from its list entry.
+pub(crate) async fn read_manifest(table: &LoadedTable, mf: &ManifestFile) -> Result<Manifest> {
+    if mf.key_metadata.is_some() {
+        return Err(Error::unsupported(format!(
+            "{}: encrypted manifest {}",
+            table.id, mf.manifest_path
+        )));
+    }
+    mf.load_manifest(&table.file_io).await.map_err(|e| Error::Metadata {
+        table: table.id.to_string(),
+        location: mf.manifest_path.clone(),
+        message: format!("cannot read manifest: {}", e.message()),
+        source: Some(Box::new(e)),
+    })
+}

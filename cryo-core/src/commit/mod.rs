@@ -1,0 +1,86 @@
+//! Committing: Cryo's own writers, snapshot producer and catalog compare-and-swap.
+//!
+//! Upstream `iceberg` 0.10 keeps its transaction actions and `TableCommit` builder crate-private,
+//! so Cryo commits through this module (DESIGN §4). When upstream exposes them, this module
+//! shrinks and nothing else changes.
+//!
+//! ```text
+//!  Arrow batches ──▶ write_data_files ─────────┐
+//!  (path, positions) ──▶ write_position_deletes ─┤  DataFiles (Parquet, field ids, metrics)
+//!  key batches ──▶ write_equality_deletes ──────┘
+//!                                               │
+//!                                               ▼
+//!  base LoadedTable ──▶ SnapshotProducer ──stage──▶ StagedSnapshot
+//!                        new data / delete manifests,      │  requirements (UUID, main == base)
+//!                        base manifests carried over,      │  updates (AddSnapshot, SetSnapshotRef)
+//!                        manifest list, summary            ▼
+//!                                               CatalogCommitter::commit
+//!                                                 reload head ─▶ check requirements
+//!                                                 ─▶ apply updates ─▶ next metadata.json
+//!                                                 ─▶ compare-and-swap (SQL row / vN create)
+//!                                                 ─▶ new head, or Error::CommitConflict
+//! ```
+//!
+//! - [`CatalogCommitter`]: one implementation per catalog kind ([`SqlCommitter`] for the
+//!   PyIceberg/Java SQL schema, [`HadoopCommitter`] for `vN.metadata.json` + `version-hint.text`
+//!   tables). A commit whose requirements fail against the freshly loaded head, or whose
+//!   compare-and-swap loses a race, is an [`Error::CommitConflict`](crate::Error::CommitConflict)
+//!   and leaves the table untouched.
+//! - [`SnapshotProducer`]: `append`, `delete` and `overwrite` snapshots from added data files,
+//!   added position/equality delete files and removed data files, for format v1, v2 and v3.
+//!   The `replace` snapshots of compaction (with conflict validation and retries) build on it.
+//! - Table creation ([`NewTable`], `Catalog::create_table`) for SQL and Hadoop catalogs.
+//!
+//! Time comes from an injected [`Clock`](crate::clock::Clock): snapshot timestamps and a new
+//! table's `last-updated-ms` are the clock's, so histories can be replayed deterministically.
+
+mod committer;
+mod create;
+mod files;
+mod producer;
+mod summary;
+mod write;
+
+pub use committer::{CatalogCommitter, HadoopCommitter, SqlCommitter, TableChanges};
+pub use create::NewTable;
+pub(crate) use create::{create_hadoop_table, create_sql_table};
+pub use files::{LiveFile, live_files};
+pub use producer::{CommitOutcome, SnapshotProducer, StagedSnapshot};
+pub use write::{
+    POS_DELETE_FILE_PATH_FIELD_ID, POS_DELETE_POS_FIELD_ID, WrittenFiles, write_data_files,
+    write_equality_deletes, write_position_deletes,
+};
+
+use std::fmt;
+
+use crate::error::Error;
+
+/// Map an upstream error met while committing or writing for `table`.
+///
+/// Storage failures reach us through our own adapter as `Unexpected` with a retryable flag;
+/// `DataInvalid` means the input (files, schema, metadata change) does not fit the table.
+pub(crate) fn iceberg_error(table: impl fmt::Display, what: &str, err: iceberg::Error) -> Error {
+    use iceberg::ErrorKind as K;
+    match err.kind() {
+        K::CatalogCommitConflicts => Error::CommitConflict {
+            table: table.to_string(),
+            message: format!("{what}: {}", err.message()),
+        },
+        K::DataInvalid | K::PreconditionFailed => {
+            Error::validation(format!("{table}: {what}: {}", err.message()))
+        }
+        K::FeatureUnsupported => Error::unsupported(format!("{table}: {what}: {}", err.message())),
+        K::TableNotFound | K::NamespaceNotFound => Error::NotFound {
+            what: table.to_string(),
+        },
+        _ => {
+            let retryable = err.retryable();
+            Error::Storage {
+                path: table.to_string(),
+                message: format!("{what}: {}", err.message()),
+                source: Some(Box::new(err)),
+                retryable,
+            }
+        }
+    }
+}

@@ -1,0 +1,412 @@
+//! The commit layer: create tables, write and commit files, reload, scan, read back, conflicts.
+
+use std::sync::Arc;
+
+use arrow_array::{ArrayRef, Int64Array, RecordBatch, StringArray, TimestampMicrosecondArray};
+use arrow_schema::{DataType, Field, Schema as ArrowSchema, TimeUnit};
+use cryo_core::clock::{FixedClock, SystemClock};
+use cryo_core::commit::{
+    NewTable, SnapshotProducer, live_files, write_data_files, write_equality_deletes,
+    write_position_deletes,
+};
+use cryo_core::io::PathKind;
+use cryo_core::scan::{ScanOptions, scan_table};
+use cryo_core::{Catalog, CatalogConfig, Error, LoadedTable, Namespace, TableId};
+use futures::TryStreamExt;
+use iceberg::spec::{
+    FormatVersion, NestedField, PrimitiveType, Schema, Transform, Type, UnboundPartitionSpec,
+};
+
+const DAY_US: i64 = 86_400_000_000;
+/// 2026-01-01T00:00:00Z in microseconds.
+const T0_US: i64 = 1_767_225_600_000_000;
+
+async fn sql_catalog(dir: &std::path::Path) -> Catalog {
+    let mut config = CatalogConfig::local("it", dir);
+    config
+        .properties
+        .insert("init_catalog_tables".into(), "true".into());
+    let catalog = Catalog::connect(config).await.unwrap();
+    catalog.create_namespace(&Namespace::new(["db"])).await.unwrap();
+    catalog
+}
+
+async fn hadoop_catalog(dir: &std::path::Path) -> Catalog {
+    let config = CatalogConfig::new(
+        "hadoop",
+        [
+            ("type", "hadoop".to_string()),
+            ("warehouse", format!("file://{}/hadoop", dir.display())),
+        ],
+    );
+    Catalog::connect(config).await.unwrap()
+}
+
+fn schema() -> Schema {
+    Schema::builder()
+        .with_fields(vec![
+            NestedField::required(1, "id", Type::Primitive(PrimitiveType::Long)).into(),
+            NestedField::required(2, "ts", Type::Primitive(PrimitiveType::Timestamptz)).into(),
+            NestedField::optional(3, "name", Type::Primitive(PrimitiveType::String)).into(),
+        ])
+        .build()
+        .unwrap()
+}
+
+fn by_day() -> UnboundPartitionSpec {
+    UnboundPartitionSpec::builder()
+        .add_partition_field(2, "ts_day", Transform::Day)
+        .unwrap()
+        .build()
+}
+
+/// `n` rows with ids from `first`, spread over `days` days from 2026-01-01.
+fn rows(first: i64, n: i64, days: i64) -> RecordBatch {
+    let schema = Arc::new(ArrowSchema::new(vec![
+        Field::new("id", DataType::Int64, false),
+        Field::new("ts", DataType::Timestamp(TimeUnit::Microsecond, Some("UTC".into())), false),
+        Field::new("name", DataType::Utf8, true),
+    ]));
+    let ids: Vec<i64> = (first..first + n).collect();
+    let ts: Vec<i64> = ids.iter().map(|i| T0_US + (i % days) * DAY_US + i).collect();
+    let names: Vec<Option<String>> = ids
+        .iter()
+        .map(|i| (i % 7 != 0).then(|| format!("name-{i}")))
+        .collect();
+    RecordBatch::try_new(
+        schema,
+        vec![
+            Arc::new(Int64Array::from(ids)) as ArrayRef,
+            Arc::new(TimestampMicrosecondArray::from(ts).with_timezone("UTC")),
+            Arc::new(StringArray::from(names)),
+        ],
+    )
+    .unwrap()
+}
+
+/// Rows as the upstream reader returns them (deletes applied).
+async fn read_rows(table: &LoadedTable) -> usize {
+    let t = table.to_iceberg().unwrap();
+    let stream = t.scan().select_all().build().unwrap().to_arrow().await.unwrap();
+    let batches: Vec<RecordBatch> = stream.try_collect().await.unwrap();
+    batches.iter().map(RecordBatch::num_rows).sum()
+}
+
+async fn append(catalog: &Catalog, table: &LoadedTable, batch: RecordBatch) -> LoadedTable {
+    let written = write_data_files(table, [batch]).await.unwrap();
+    SnapshotProducer::new(table)
+        .add_data_files(written.files)
+        .commit(catalog.committer().unwrap().as_ref())
+        .await
+        .unwrap()
+        .table
+}
+
+#[tokio::test]
+async fn create_append_reload_and_scan_every_format_version() {
+    for version in [FormatVersion::V1, FormatVersion::V2, FormatVersion::V3] {
+        let dir = tempfile::tempdir().unwrap();
+        let catalog = sql_catalog(dir.path()).await;
+        let id = TableId::parse(&format!("db.events_{version}")).unwrap();
+        let created = catalog
+            .create_table(
+                &id,
+                NewTable::new(schema())
+                    .with_partition_spec(by_day())
+                    .with_format_version(version),
+            )
+            .await
+            .unwrap();
+        assert!(created.metadata_location.as_deref().unwrap().contains("/metadata/00000-"));
+        assert!(created.metadata.current_snapshot().is_none());
+
+        let t1 = append(&catalog, &created, rows(0, 30, 3)).await;
+        let t2 = append(&catalog, &t1, rows(30, 20, 2)).await;
+        assert!(t2.metadata_location.as_deref().unwrap().contains("/metadata/00002-"));
+
+        let reloaded = catalog.load_table(&id).await.unwrap();
+        assert_eq!(reloaded.metadata_location, t2.metadata_location);
+        let scan = scan_table(&catalog, &id, &ScanOptions::default(), &SystemClock).await.unwrap();
+        assert_eq!(scan.snapshots.count, 2, "{version}");
+        assert_eq!(scan.data_files.count, 5, "{version}: 3 + 2 day partitions");
+        assert_eq!(scan.data_files.records, 50, "{version}");
+        assert_eq!(scan.partitions.len(), 3, "{version}");
+        assert_eq!(scan.manifests.count, 2, "{version}: one per append, carried over");
+        assert_eq!(scan.format_version, version as u8);
+        assert_eq!(read_rows(&reloaded).await, 50, "{version}");
+
+        let snap = reloaded.metadata.current_snapshot().unwrap();
+        let summary = &snap.summary().additional_properties;
+        assert_eq!(summary["total-records"], "50", "{version}");
+        assert_eq!(summary["total-data-files"], "5", "{version}");
+        assert_eq!(summary["added-records"], "20", "{version}");
+        let expected_seq = if version == FormatVersion::V1 { 0 } else { 2 };
+        assert_eq!(snap.sequence_number(), expected_seq, "{version}");
+        if version == FormatVersion::V3 {
+            assert_eq!(snap.first_row_id(), Some(30));
+            assert_eq!(reloaded.metadata.next_row_id(), 50);
+        }
+        // Codec: the table sets none, so zstd, and the writer says so.
+        let w = write_data_files(&reloaded, [rows(100, 1, 1)]).await.unwrap();
+        assert!(w.codec_defaulted && w.codec.starts_with("zstd"));
+        for f in &w.files {
+            reloaded.storage.delete(f.file_path()).await.unwrap();
+        }
+    }
+}
+
+#[tokio::test]
+async fn deletes_are_applied_and_counted() {
+    let dir = tempfile::tempdir().unwrap();
+    let catalog = sql_catalog(dir.path()).await;
+    let id = TableId::parse("db.mor").unwrap();
+    let table = catalog
+        .create_table(&id, NewTable::new(schema()).with_partition_spec(by_day()))
+        .await
+        .unwrap();
+    let table = append(&catalog, &table, rows(0, 40, 2)).await;
+    let data = live_files(&table).await.unwrap();
+    assert_eq!(data.len(), 2);
+    // `a` holds the even ids (day 0), `b` the odd ones (day 1), in id order.
+    let path_of = |day: &str| {
+        data.iter()
+            .map(|f| f.file.file_path().to_string())
+            .find(|p| p.contains(day))
+            .unwrap()
+    };
+    let (a, b) = (path_of("ts_day=2026-01-01"), path_of("ts_day=2026-01-02"));
+
+    // Position deletes: 3 rows of one file (one duplicate), 1 of the other.
+    let pos = write_position_deletes(&table, &[(a.clone(), vec![0, 5, 5, 7]), (b.clone(), vec![1])])
+        .await
+        .unwrap();
+    assert_eq!(pos.files.len(), 2, "one delete file per partition");
+    assert_eq!(pos.records, 4);
+    assert!(pos.files.iter().all(|f| f.referenced_data_file().is_some()));
+    let out = SnapshotProducer::new(&table)
+        .add_delete_files(pos.files)
+        .commit(catalog.committer().unwrap().as_ref())
+        .await
+        .unwrap();
+    assert_eq!(out.operation, "delete");
+    assert_eq!(out.summary["added-position-deletes"], "4");
+    assert_eq!(out.summary["total-position-deletes"], "4");
+    let table = out.table;
+    assert_eq!(read_rows(&table).await, 36);
+
+    // Equality deletes for ids 20, 21, 22 (none of them position-deleted) and id 20 inserted
+    // again in the same commit: an overwrite.
+    let keys = RecordBatch::try_new(
+        Arc::new(ArrowSchema::new(vec![
+            Field::new("id", DataType::Int64, false),
+            Field::new("ts", DataType::Timestamp(TimeUnit::Microsecond, Some("+00:00".into())), false),
+        ])),
+        vec![
+            Arc::new(Int64Array::from(vec![20, 21, 22])) as ArrayRef,
+            Arc::new(
+                TimestampMicrosecondArray::from(vec![T0_US + 20, T0_US + DAY_US + 21, T0_US + 22])
+                    .with_timezone("+00:00"),
+            ),
+        ],
+    )
+    .unwrap();
+    let eq = write_equality_deletes(&table, &["id"], [keys]).await.unwrap();
+    assert_eq!(eq.files.len(), 2, "keys land in their partitions");
+    assert!(eq.files.iter().all(|f| f.equality_ids() == Some(vec![1])));
+    let new_rows = write_data_files(&table, [rows(20, 1, 2)]).await.unwrap();
+    let out = SnapshotProducer::new(&table)
+        .add_delete_files(eq.files)
+        .add_data_files(new_rows.files)
+        .commit(catalog.committer().unwrap().as_ref())
+        .await
+        .unwrap();
+    assert_eq!(out.operation, "overwrite");
+    assert_eq!(out.summary["added-equality-delete-files"], "2");
+    let table = out.table;
+    // 36 - 3 deleted keys + 1 re-inserted key (same commit: the delete does not apply to it).
+    assert_eq!(read_rows(&table).await, 34);
+
+    // A metadata-only delete of file `a` leaves its position delete dangling.
+    let out = SnapshotProducer::new(&table)
+        .delete_data_files([a.clone()])
+        .commit(catalog.committer().unwrap().as_ref())
+        .await
+        .unwrap();
+    assert_eq!(out.operation, "delete");
+    assert_eq!(out.summary["deleted-data-files"], "1");
+    assert_eq!(out.summary["total-data-files"], "2");
+    let scan = scan_table(&catalog, &id, &ScanOptions::default(), &SystemClock).await.unwrap();
+    assert_eq!(scan.data_files.count, 2);
+    assert_eq!(scan.delete_files.position.files, 2);
+    assert_eq!(scan.delete_files.position.dangling, 1);
+    assert_eq!(scan.delete_files.equality.files, 2);
+    assert_eq!(scan.snapshots.count, 4);
+    let live = live_files(&out.table).await.unwrap();
+    assert!(live.iter().all(|f| f.file.file_path() != a));
+    // Rows of `b` (20, one position-deleted, one key deleted) + the new row.
+    assert_eq!(read_rows(&out.table).await, 19);
+
+    // Removing a file that is not live is refused before anything is committed.
+    let err = SnapshotProducer::new(&out.table)
+        .delete_data_files([a])
+        .commit(catalog.committer().unwrap().as_ref())
+        .await
+        .unwrap_err();
+    assert!(matches!(err, Error::Validation { .. }), "{err}");
+    assert_eq!(catalog.load_table(&id).await.unwrap().metadata_location, out.table.metadata_location);
+}
+
+#[tokio::test]
+async fn v1_and_v3_refuse_what_they_cannot_hold() {
+    let dir = tempfile::tempdir().unwrap();
+    let catalog = sql_catalog(dir.path()).await;
+    for (name, version) in [("v1", FormatVersion::V1), ("v3", FormatVersion::V3)] {
+        let id = TableId::new(Namespace::new(["db"]), name);
+        let t = catalog
+            .create_table(&id, NewTable::new(schema()).with_format_version(version))
+            .await
+            .unwrap();
+        let t = append(&catalog, &t, rows(0, 5, 1)).await;
+        let path = live_files(&t).await.unwrap()[0].file.file_path().to_string();
+        let err = write_position_deletes(&t, &[(path, vec![0])]).await.unwrap_err();
+        assert!(matches!(err, Error::Unsupported { .. }), "{name}: {err}");
+    }
+}
+
+/// Two writers build on the same base; the second must lose cleanly.
+async fn second_writer_conflicts(catalog: &Catalog, id: &TableId) {
+    let base = catalog.load_table(id).await.unwrap();
+    let committer = catalog.committer().unwrap();
+    let a = write_data_files(&base, [rows(1000, 3, 1)]).await.unwrap();
+    let b = write_data_files(&base, [rows(2000, 3, 1)]).await.unwrap();
+    let staged_a = SnapshotProducer::new(&base).add_data_files(a.files).stage().await.unwrap();
+    let staged_b = SnapshotProducer::new(&base).add_data_files(b.files).stage().await.unwrap();
+    let b_files = staged_b.written_files.clone();
+    let after_a = staged_a.commit(committer.as_ref()).await.unwrap().table;
+
+    let err = staged_b.commit(committer.as_ref()).await.unwrap_err();
+    assert!(matches!(err, Error::CommitConflict { .. }), "{err}");
+    assert!(err.is_retryable());
+    assert_eq!(err.code(), "commit_conflict");
+    let head = catalog.load_table(id).await.unwrap();
+    assert_eq!(head.metadata_location, after_a.metadata_location, "the table did not change");
+    assert_eq!(head.metadata.snapshots().count(), after_a.metadata.snapshots().count());
+    for f in &b_files {
+        assert!(head.storage.head(f).await.unwrap().is_none(), "{f} left behind");
+    }
+
+    // The raw committer: a stale base whose requirement no longer holds.
+    let changes = cryo_core::commit::TableChanges::new(
+        vec![iceberg::TableRequirement::RefSnapshotIdMatch {
+            r#ref: "main".into(),
+            snapshot_id: base.metadata.current_snapshot_id(),
+        }],
+        vec![iceberg::TableUpdate::SetProperties {
+            updates: [("k".to_string(), "v".to_string())].into(),
+        }],
+    );
+    let err = committer.commit(&base, changes.clone()).await.unwrap_err();
+    assert!(matches!(err, Error::CommitConflict { .. }), "{err}");
+    assert_eq!(catalog.load_table(id).await.unwrap().metadata_location, after_a.metadata_location);
+    // Against the current head it goes through.
+    let head = committer
+        .commit(
+            &after_a,
+            cryo_core::commit::TableChanges {
+                requirements: vec![iceberg::TableRequirement::RefSnapshotIdMatch {
+                    r#ref: "main".into(),
+                    snapshot_id: after_a.metadata.current_snapshot_id(),
+                }],
+                ..changes
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(head.metadata.properties().get("k").map(String::as_str), Some("v"));
+    assert_eq!(head.metadata.metadata_log().last().map(|l| l.metadata_file.clone()), after_a.metadata_location);
+}
+
+#[tokio::test]
+async fn concurrent_commit_conflicts_on_sql_catalogs() {
+    let dir = tempfile::tempdir().unwrap();
+    let catalog = sql_catalog(dir.path()).await;
+    let id = TableId::parse("db.race").unwrap();
+    let t = catalog.create_table(&id, NewTable::new(schema())).await.unwrap();
+    append(&catalog, &t, rows(0, 5, 1)).await;
+    second_writer_conflicts(&catalog, &id).await;
+}
+
+#[tokio::test]
+async fn hadoop_tables_commit_with_version_files() {
+    let dir = tempfile::tempdir().unwrap();
+    let catalog = hadoop_catalog(dir.path()).await;
+    let id = TableId::parse("db.events").unwrap();
+    catalog.create_namespace(&id.namespace).await.unwrap();
+    let t = catalog
+        .create_table(
+            &id,
+            NewTable::new(schema())
+                .with_partition_spec(by_day())
+                .with_clock(Arc::new(FixedClock(1_700_000_000_000))),
+        )
+        .await
+        .unwrap();
+    assert!(t.metadata_location.as_deref().unwrap().ends_with("/db/events/metadata/v1.metadata.json"));
+    assert_eq!(t.metadata.last_updated_ms(), 1_700_000_000_000);
+    let err = catalog.create_table(&id, NewTable::new(schema())).await.unwrap_err();
+    assert!(matches!(err, Error::Catalog { .. }) && err.to_string().contains("already exists"), "{err}");
+
+    let t = append(&catalog, &t, rows(0, 10, 2)).await;
+    assert!(t.metadata_location.as_deref().unwrap().ends_with("/metadata/v2.metadata.json"));
+    let hint = dir.path().join("hadoop/db/events/metadata/version-hint.text");
+    assert_eq!(std::fs::read_to_string(&hint).unwrap(), "2");
+    assert_eq!(catalog.list_all_tables().await.unwrap(), vec![id.clone()]);
+    second_writer_conflicts(&catalog, &id).await;
+    let scan = scan_table(&catalog, &id, &ScanOptions::default(), &SystemClock).await.unwrap();
+    assert_eq!(scan.data_files.records, 13);
+    assert_eq!(read_rows(&catalog.load_table(&id).await.unwrap()).await, 13);
+}
+
+#[tokio::test]
+async fn snapshot_timestamps_come_from_the_clock_and_io_is_counted() {
+    let dir = tempfile::tempdir().unwrap();
+    let catalog = sql_catalog(dir.path()).await;
+    let id = TableId::parse("db.old").unwrap();
+    let day_ms = 86_400_000;
+    let t = catalog
+        .create_table(
+            &id,
+            NewTable::new(schema()).with_clock(Arc::new(FixedClock(1_600_000_000_000))),
+        )
+        .await
+        .unwrap();
+    let before = catalog.io_counters().snapshot();
+    let w = write_data_files(&t, [rows(0, 3, 1)]).await.unwrap();
+    let out = SnapshotProducer::new(&t)
+        .add_data_files(w.files)
+        .set_snapshot_property("cryo.test", "yes")
+        .with_clock(Arc::new(FixedClock(1_600_000_000_000 + day_ms)))
+        .commit(catalog.committer().unwrap().as_ref())
+        .await
+        .unwrap();
+    assert_eq!(out.timestamp_ms, 1_600_000_000_000 + day_ms);
+    assert_eq!(out.summary["cryo.test"], "yes");
+    assert_eq!(out.table.metadata.last_updated_ms(), out.timestamp_ms);
+    let after = catalog.io_counters().snapshot();
+    let writes = |s: &cryo_core::io::IoSnapshot, k: PathKind| {
+        s.writes.iter().find(|(kind, _)| *kind == k).map_or(0, |(_, n)| *n)
+    };
+    assert_eq!(writes(&after, PathKind::ManifestList) - writes(&before, PathKind::ManifestList), 1);
+    assert_eq!(writes(&after, PathKind::Manifest) - writes(&before, PathKind::Manifest), 1);
+    assert_eq!(writes(&after, PathKind::MetadataJson) - writes(&before, PathKind::MetadataJson), 1);
+
+    // A snapshot far older than the table's last update is refused by the metadata builder.
+    let w = write_data_files(&out.table, [rows(5, 1, 1)]).await.unwrap();
+    let err = SnapshotProducer::new(&out.table)
+        .add_data_files(w.files)
+        .with_clock(Arc::new(FixedClock(1_500_000_000_000)))
+        .commit(catalog.committer().unwrap().as_ref())
+        .await
+        .unwrap_err();
+    assert!(matches!(err, Error::Validation { .. }), "{err}");
+}
