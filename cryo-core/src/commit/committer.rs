@@ -73,12 +73,12 @@ pub trait CatalogCommitter: Send + Sync + fmt::Debug {
         let head = self.load_head(base).await?;
         let table = head.id.to_string();
         for requirement in &changes.requirements {
-            requirement.check(Some(head.metadata.as_ref())).map_err(|e| {
-                Error::CommitConflict {
+            requirement
+                .check(Some(head.metadata.as_ref()))
+                .map_err(|e| Error::CommitConflict {
                     table: table.clone(),
                     message: format!("the table changed since it was loaded: {}", e.message()),
-                }
-            })?;
+                })?;
         }
         let metadata = apply_updates(&head, changes.updates)?;
         let location = self.publish(&head, &metadata.metadata).await?;
@@ -128,7 +128,10 @@ fn apply_updates(
 
 /// Serialize metadata the way the table asks (`write.metadata.compression-codec`): the bytes and
 /// the file-name suffix (`.metadata.json` or `.gz.metadata.json`, Java's spelling).
-pub(crate) fn encode_metadata(table: &str, metadata: &TableMetadata) -> Result<(Bytes, &'static str)> {
+pub(crate) fn encode_metadata(
+    table: &str,
+    metadata: &TableMetadata,
+) -> Result<(Bytes, &'static str)> {
     let json = serde_json::to_vec(metadata)
         .map_err(|e| Error::Internal(format!("{table}: cannot serialize metadata: {e}")))?;
     let codec = metadata
@@ -342,10 +345,25 @@ mod tests {
 
     #[test]
     fn metadata_versions_from_names() {
-        assert_eq!(sql_metadata_version("file:///w/t/metadata/00042-ab-cd.metadata.json"), Some(42));
-        assert_eq!(sql_metadata_version("s3://b/t/metadata/v3.metadata.json"), None);
-        assert_eq!(hadoop_metadata_version("/w/t/metadata/v7.metadata.json"), Some(7));
-        assert_eq!(hadoop_metadata_version("/w/t/metadata/v7.gz.metadata.json"), Some(7));
-        assert_eq!(hadoop_metadata_version("/w/t/metadata/00001-x.metadata.json"), None);
+        assert_eq!(
+            sql_metadata_version("file:///w/t/metadata/00042-ab-cd.metadata.json"),
+            Some(42)
+        );
+        assert_eq!(
+            sql_metadata_version("s3://b/t/metadata/v3.metadata.json"),
+            None
+        );
+        assert_eq!(
+            hadoop_metadata_version("/w/t/metadata/v7.metadata.json"),
+            Some(7)
+        );
+        assert_eq!(
+            hadoop_metadata_version("/w/t/metadata/v7.gz.metadata.json"),
+            Some(7)
+        );
+        assert_eq!(
+            hadoop_metadata_version("/w/t/metadata/00001-x.metadata.json"),
+            None
+        );
     }
 }

@@ -130,7 +130,8 @@ impl NewTable {
 /// history (the demo lake, tests) needs the creation time to come from the same clock as the
 /// snapshots. The JSON form is the spec's, so a round trip through it is lossless.
 fn stamp_last_updated(table: &str, metadata: &TableMetadata, now_ms: i64) -> Result<TableMetadata> {
-    let internal = |e: serde_json::Error| Error::Internal(format!("{table}: metadata JSON round trip: {e}"));
+    let internal =
+        |e: serde_json::Error| Error::Internal(format!("{table}: metadata JSON round trip: {e}"));
     let mut json = serde_json::to_value(metadata).map_err(internal)?;
     if let Some(obj) = json.as_object_mut() {
         obj.insert("last-updated-ms".into(), serde_json::Value::from(now_ms));
@@ -149,7 +150,11 @@ pub(crate) async fn create_sql_table(
     let name = id.to_string();
     if !sql.list_namespaces().await?.contains(&id.namespace) {
         return Err(Error::NotFound {
-            what: format!("namespace {} in catalog `{}` (create it first)", id.namespace, sql.name()),
+            what: format!(
+                "namespace {} in catalog `{}` (create it first)",
+                id.namespace,
+                sql.name()
+            ),
         });
     }
     if sql.list_tables(&id.namespace).await?.contains(id) {
@@ -165,7 +170,12 @@ pub(crate) async fn create_sql_table(
             ))
         })?;
         // PyIceberg 0.12's layout: <warehouse>/<dotted namespace>/<table>.
-        format!("{}/{}/{}", normalize_location(warehouse)?, id.namespace.dotted(), id.name)
+        format!(
+            "{}/{}/{}",
+            normalize_location(warehouse)?,
+            id.namespace.dotted(),
+            id.name
+        )
     };
     let metadata = table.build_metadata(&name, location)?;
     let (bytes, suffix) = encode_metadata(&name, &metadata)?;
@@ -175,16 +185,24 @@ pub(crate) async fn create_sql_table(
         uuid::Uuid::new_v4()
     );
     if !storage.write_if_absent(&metadata_location, bytes).await? {
-        return Err(Error::Internal(format!("{metadata_location} already exists")));
+        return Err(Error::Internal(format!(
+            "{metadata_location} already exists"
+        )));
     }
     if let Err(e) = sql.insert_table(id, &metadata_location).await {
         // Most likely another writer created the table between our check and the insert.
         discard(storage, &metadata_location).await;
-        return Err(if sql.list_tables(&id.namespace).await.is_ok_and(|t| t.contains(id)) {
-            already_exists(sql.name(), id)
-        } else {
-            e
-        });
+        return Err(
+            if sql
+                .list_tables(&id.namespace)
+                .await
+                .is_ok_and(|t| t.contains(id))
+            {
+                already_exists(sql.name(), id)
+            } else {
+                e
+            },
+        );
     }
     Ok(metadata_location)
 }
@@ -199,7 +217,11 @@ pub(crate) async fn create_hadoop_table(
     table: NewTable,
 ) -> Result<String> {
     let name = id.to_string();
-    if !storage.list(&format!("{table_dir}/metadata/")).await?.is_empty() {
+    if !storage
+        .list(&format!("{table_dir}/metadata/"))
+        .await?
+        .is_empty()
+    {
         return Err(already_exists(catalog, id));
     }
     if let Some(l) = &table.location

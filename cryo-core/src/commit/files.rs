@@ -70,18 +70,28 @@ pub(crate) async fn read_manifest_list(
 ) -> Result<Vec<ManifestFile>> {
     let name = table.id.to_string();
     let location = snapshot.manifest_list();
-    let bytes = table.storage.read_all(location).await.map_err(|e| match e {
-        Error::Storage { message, source, .. } => Error::Metadata {
-            table: name.clone(),
-            location: location.to_string(),
-            message: format!("cannot read manifest list: {message}"),
-            source,
-        },
-        other => other,
-    })?;
-    let list = ManifestList::parse_with_version(&bytes, table.metadata.format_version())
-        .map_err(|e| {
-            Error::metadata(&name, location, format!("corrupt manifest list: {}", e.message()))
+    let bytes = table
+        .storage
+        .read_all(location)
+        .await
+        .map_err(|e| match e {
+            Error::Storage {
+                message, source, ..
+            } => Error::Metadata {
+                table: name.clone(),
+                location: location.to_string(),
+                message: format!("cannot read manifest list: {message}"),
+                source,
+            },
+            other => other,
+        })?;
+    let list =
+        ManifestList::parse_with_version(&bytes, table.metadata.format_version()).map_err(|e| {
+            Error::metadata(
+                &name,
+                location,
+                format!("corrupt manifest list: {}", e.message()),
+            )
         })?;
     Ok(list.consume_entries().into_iter().collect())
 }
@@ -94,10 +104,12 @@ pub(crate) async fn read_manifest(table: &LoadedTable, mf: &ManifestFile) -> Res
             table.id, mf.manifest_path
         )));
     }
-    mf.load_manifest(&table.file_io).await.map_err(|e| Error::Metadata {
-        table: table.id.to_string(),
-        location: mf.manifest_path.clone(),
-        message: format!("cannot read manifest: {}", e.message()),
-        source: Some(Box::new(e)),
-    })
+    mf.load_manifest(&table.file_io)
+        .await
+        .map_err(|e| Error::Metadata {
+            table: table.id.to_string(),
+            location: mf.manifest_path.clone(),
+            message: format!("cannot read manifest: {}", e.message()),
+            source: Some(Box::new(e)),
+        })
 }

@@ -6,8 +6,8 @@ use std::sync::Arc;
 
 use iceberg::spec::{
     DataContentType, DataFile, DataFileFormat, FormatVersion, MAIN_BRANCH, ManifestContentType,
-    ManifestFile, ManifestListWriter, ManifestWriter, ManifestWriterBuilder,
-    Operation, PartitionSpecRef, Snapshot, SnapshotReference, SnapshotRetention, TableMetadata,
+    ManifestFile, ManifestListWriter, ManifestWriter, ManifestWriterBuilder, Operation,
+    PartitionSpecRef, Snapshot, SnapshotReference, SnapshotRetention, TableMetadata,
 };
 use iceberg::{TableRequirement, TableUpdate};
 
@@ -135,7 +135,11 @@ impl SnapshotProducer {
 
     /// Add a property to the snapshot summary (computed figures cannot be overridden).
     #[must_use]
-    pub fn set_snapshot_property(mut self, key: impl Into<String>, value: impl Into<String>) -> Self {
+    pub fn set_snapshot_property(
+        mut self,
+        key: impl Into<String>,
+        value: impl Into<String>,
+    ) -> Self {
         self.properties.insert(key.into(), value.into());
         self
     }
@@ -220,7 +224,9 @@ impl SnapshotProducer {
                 && fields.iter().zip(partition_type.fields()).all(|(v, t)| {
                     match (v, t.field_type.as_primitive_type()) {
                         (None, _) => true,
-                        (Some(v), Some(t)) => v.as_primitive_literal().is_some_and(|l| t.compatible(&l)),
+                        (Some(v), Some(t)) => {
+                            v.as_primitive_literal().is_some_and(|l| t.compatible(&l))
+                        }
                         (Some(_), None) => false,
                     }
                 });
@@ -256,7 +262,8 @@ impl SnapshotProducer {
                     )));
                 }
                 DataContentType::PositionDeletes
-                    if version >= FormatVersion::V3 && f.file_format() != DataFileFormat::Puffin =>
+                    if version >= FormatVersion::V3
+                        && f.file_format() != DataFileFormat::Puffin =>
                 {
                     // The v3 spec replaces position delete files with deletion vectors (Java
                     // refuses them too); Cryo does not write deletion vectors yet.
@@ -297,7 +304,10 @@ impl SnapshotProducer {
             (ManifestContentType::Deletes, &self.added_deletes),
         ] {
             if !files.is_empty() {
-                manifests.push(self.write_added_manifest(&mut names, content, files, written).await?);
+                manifests.push(
+                    self.write_added_manifest(&mut names, content, files, written)
+                        .await?,
+                );
             }
         }
         let base_manifests = match parent {
@@ -305,7 +315,13 @@ impl SnapshotProducer {
             None => Vec::new(),
         };
         let carried = self
-            .rewrite_for_removals(&mut names, base_manifests, &mut summary, &mut manifests, written)
+            .rewrite_for_removals(
+                &mut names,
+                base_manifests,
+                &mut summary,
+                &mut manifests,
+                written,
+            )
             .await?;
         manifests.extend(carried);
 
@@ -331,7 +347,9 @@ impl SnapshotProducer {
             .with_summary(summary)
             .with_schema_id(md.current_schema_id());
         let snapshot = match row_range {
-            Some((first_row_id, added_rows)) => builder.with_row_range(first_row_id, added_rows).build(),
+            Some((first_row_id, added_rows)) => {
+                builder.with_row_range(first_row_id, added_rows).build()
+            }
             None => builder.build(),
         };
 
@@ -349,7 +367,10 @@ impl SnapshotProducer {
                 },
                 TableUpdate::SetSnapshotRef {
                     ref_name: MAIN_BRANCH.to_string(),
-                    reference: SnapshotReference::new(names.snapshot_id, main_retention(&table, md)?),
+                    reference: SnapshotReference::new(
+                        names.snapshot_id,
+                        main_retention(&table, md)?,
+                    ),
                 },
             ],
         );
@@ -420,13 +441,19 @@ impl SnapshotProducer {
                 carried.push(mf);
                 continue;
             }
-            let spec = md.partition_spec_by_id(mf.partition_spec_id).cloned().ok_or_else(|| {
-                Error::metadata(
-                    &table,
-                    &mf.manifest_path,
-                    format!("manifest uses unknown partition spec {}", mf.partition_spec_id),
-                )
-            })?;
+            let spec = md
+                .partition_spec_by_id(mf.partition_spec_id)
+                .cloned()
+                .ok_or_else(|| {
+                    Error::metadata(
+                        &table,
+                        &mf.manifest_path,
+                        format!(
+                            "manifest uses unknown partition spec {}",
+                            mf.partition_spec_id
+                        ),
+                    )
+                })?;
             let (path, mut writer) =
                 self.new_manifest_writer(names, ManifestContentType::Data, Some(&spec))?;
             written.push(path);
@@ -434,7 +461,11 @@ impl SnapshotProducer {
             // snapshots that deleted them still list them.
             for entry in manifest.entries().iter().filter(|e| e.is_alive()) {
                 let seq = entry.sequence_number().ok_or_else(|| {
-                    Error::metadata(&table, &mf.manifest_path, "live entry without a sequence number")
+                    Error::metadata(
+                        &table,
+                        &mf.manifest_path,
+                        "live entry without a sequence number",
+                    )
                 })?;
                 // Writers before Java 1.0 left file sequence numbers null; the data sequence
                 // number is the best value the spec allows in their place.
@@ -517,7 +548,12 @@ impl SnapshotProducer {
         let md = self.base.metadata.as_ref();
         let table = self.base.id.to_string();
         // Java's naming: <commit uuid>-m<n>.avro.
-        let path = format!("{}/{}-m{}.avro", metadata_dir(md), names.commit_uuid, names.next);
+        let path = format!(
+            "{}/{}-m{}.avro",
+            metadata_dir(md),
+            names.commit_uuid,
+            names.next
+        );
         names.next += 1;
         let output = self
             .base
@@ -625,6 +661,9 @@ mod tests {
         for _ in 0..1000 {
             assert!(new_snapshot_id(&md) > 0);
         }
-        assert_eq!(main_retention("t", &md).unwrap(), SnapshotRetention::branch(None, None, None));
+        assert_eq!(
+            main_retention("t", &md).unwrap(),
+            SnapshotRetention::branch(None, None, None)
+        );
     }
 }

@@ -12,11 +12,23 @@ const PARTITION_SUMMARY_LIMIT: &str = "write.summary.partition-limit";
 /// `(total key, added key, removed key)`: every total Java maintains.
 const TOTALS: [(&str, &str, &str); 6] = [
     ("total-data-files", "added-data-files", "deleted-data-files"),
-    ("total-delete-files", "added-delete-files", "removed-delete-files"),
+    (
+        "total-delete-files",
+        "added-delete-files",
+        "removed-delete-files",
+    ),
     ("total-records", "added-records", "deleted-records"),
     ("total-files-size", "added-files-size", "removed-files-size"),
-    ("total-position-deletes", "added-position-deletes", "removed-position-deletes"),
-    ("total-equality-deletes", "added-equality-deletes", "removed-equality-deletes"),
+    (
+        "total-position-deletes",
+        "added-position-deletes",
+        "removed-position-deletes",
+    ),
+    (
+        "total-equality-deletes",
+        "added-equality-deletes",
+        "removed-equality-deletes",
+    ),
 ];
 
 /// Collects what a snapshot adds and removes, then writes the summary with running totals.
@@ -39,14 +51,20 @@ impl SummaryBuilder {
 
     /// A file this snapshot adds (data or delete).
     pub(crate) fn added(&mut self, file: &DataFile, spec: &PartitionSpecRef) {
-        self.collector
-            .add_file(file, SchemaRef::clone(&self.schema), PartitionSpecRef::clone(spec));
+        self.collector.add_file(
+            file,
+            SchemaRef::clone(&self.schema),
+            PartitionSpecRef::clone(spec),
+        );
     }
 
     /// A file this snapshot removes.
     pub(crate) fn removed(&mut self, file: &DataFile, spec: &PartitionSpecRef) {
-        self.collector
-            .remove_file(file, SchemaRef::clone(&self.schema), PartitionSpecRef::clone(spec));
+        self.collector.remove_file(
+            file,
+            SchemaRef::clone(&self.schema),
+            PartitionSpecRef::clone(spec),
+        );
     }
 
     /// The summary: caller properties first, then the computed figures (which callers cannot
@@ -65,9 +83,7 @@ impl SummaryBuilder {
         out.insert("engine-name".into(), "cryo".into());
         out.insert("engine-version".into(), env!("CARGO_PKG_VERSION").into());
         let added = self.collector.build();
-        let get = |key: &str| -> u64 {
-            added.get(key).and_then(|v| v.parse().ok()).unwrap_or(0)
-        };
+        let get = |key: &str| -> u64 { added.get(key).and_then(|v| v.parse().ok()).unwrap_or(0) };
         for (total, plus, minus) in TOTALS {
             let base = match previous {
                 None => Some(0),
@@ -109,9 +125,7 @@ mod tests {
             .file_format(DataFileFormat::Parquet)
             .record_count(records)
             .file_size_in_bytes(size)
-            .equality_ids(
-                (content == DataContentType::EqualityDeletes).then(|| vec![1]),
-            )
+            .equality_ids((content == DataContentType::EqualityDeletes).then(|| vec![1]))
             .build()
             .unwrap()
     }

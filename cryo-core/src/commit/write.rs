@@ -4,7 +4,9 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
-use arrow_array::{Array, ArrayRef, Int64Array, RecordBatch, StringArray, make_array, new_null_array};
+use arrow_array::{
+    Array, ArrayRef, Int64Array, RecordBatch, StringArray, make_array, new_null_array,
+};
 use arrow_schema::{DataType, SchemaRef as ArrowSchemaRef};
 use iceberg::arrow::{RecordBatchPartitionSplitter, schema_to_arrow_schema};
 use iceberg::spec::{
@@ -100,26 +102,35 @@ fn write_config(table: &LoadedTable) -> Result<WriteConfig> {
             "{name}: {FILE_FORMAT}={format} (Cryo writes Parquet)"
         )));
     }
-    let level = match p.get(PARQUET_LEVEL).map(|v| v.trim()).filter(|v| !v.is_empty()) {
+    let level = match p
+        .get(PARQUET_LEVEL)
+        .map(|v| v.trim())
+        .filter(|v| !v.is_empty())
+    {
         Some(v) => Some(v.parse::<i32>().map_err(|_| {
             Error::config(format!("{name}: {PARQUET_LEVEL}={v} is not an integer"))
         })?),
         None => None,
     };
     let codec_name = p.get(PARQUET_CODEC).map(|c| c.trim().to_ascii_lowercase());
-    let bad_level = |e: parquet::errors::ParquetError| {
-        Error::config(format!("{name}: {PARQUET_LEVEL}: {e}"))
-    };
+    let bad_level =
+        |e: parquet::errors::ParquetError| Error::config(format!("{name}: {PARQUET_LEVEL}: {e}"));
     let (compression, codec) = match codec_name.as_deref().unwrap_or("zstd") {
         "zstd" => {
             let l = level.unwrap_or(DEFAULT_ZSTD_LEVEL);
-            (Compression::ZSTD(ZstdLevel::try_new(l).map_err(bad_level)?), format!("zstd({l})"))
+            (
+                Compression::ZSTD(ZstdLevel::try_new(l).map_err(bad_level)?),
+                format!("zstd({l})"),
+            )
         }
         "gzip" => {
             let l = level.map_or(Ok(GzipLevel::default()), |l| {
                 GzipLevel::try_new(u32::try_from(l).unwrap_or(u32::MAX)).map_err(bad_level)
             })?;
-            (Compression::GZIP(l), format!("gzip({})", l.compression_level()))
+            (
+                Compression::GZIP(l),
+                format!("gzip({})", l.compression_level()),
+            )
         }
         "snappy" => (Compression::SNAPPY, "snappy".to_string()),
         // Java's `lz4` is Hadoop-framed LZ4, deprecated in Parquet; LZ4_RAW is what every current
@@ -143,7 +154,10 @@ fn write_config(table: &LoadedTable) -> Result<WriteConfig> {
                 .ok_or_else(|| Error::config(format!("{name}: {key}={v} is not a positive size"))),
         }
     };
-    let metrics = match p.get(METRICS_DEFAULT).map(|m| m.trim().to_ascii_lowercase()) {
+    let metrics = match p
+        .get(METRICS_DEFAULT)
+        .map(|m| m.trim().to_ascii_lowercase())
+    {
         Some(m) if m == "none" => MetricsMode::None,
         Some(m) if m == "counts" => MetricsMode::Counts,
         _ => MetricsMode::Bounds,
@@ -228,7 +242,9 @@ pub async fn write_data_files(
         }
     }
     let groups = groups.into_values().map(|(key, batches)| Group {
-        data: key.as_ref().map_or_else(Struct::empty, |k| k.data().clone()),
+        data: key
+            .as_ref()
+            .map_or_else(Struct::empty, |k| k.data().clone()),
         key,
         batches,
         referenced: None,
@@ -292,7 +308,10 @@ pub async fn write_position_deletes(
         if rows.is_empty() {
             continue;
         }
-        let single = rows.first().map(|r| r.0.clone()).filter(|first| rows.iter().all(|r| &r.0 == first));
+        let single = rows
+            .first()
+            .map(|r| r.0.clone())
+            .filter(|first| rows.iter().all(|r| &r.0 == first));
         let (paths, positions): (Vec<String>, Vec<i64>) = rows.into_iter().unzip();
         let batch = RecordBatch::try_new(
             Arc::clone(&arrow_schema),
@@ -360,7 +379,9 @@ async fn group_position_deletes(
     let mut by_partition: BTreeMap<String, (Struct, Vec<(String, i64)>)> = BTreeMap::new();
     for (path, positions) in deletes {
         let file = live.get(path).ok_or_else(|| {
-            Error::validation(format!("{name}: {path} is not a live data file of the table"))
+            Error::validation(format!(
+                "{name}: {path} is not a live data file of the table"
+            ))
         })?;
         if file.spec_id != default_spec.spec_id() {
             return Err(Error::unsupported(format!(
@@ -395,8 +416,12 @@ fn position_delete_schema(table: &str) -> Result<SchemaRef> {
                 Type::Primitive(PrimitiveType::String),
             )
             .into(),
-            NestedField::required(POS_DELETE_POS_FIELD_ID, "pos", Type::Primitive(PrimitiveType::Long))
-                .into(),
+            NestedField::required(
+                POS_DELETE_POS_FIELD_ID,
+                "pos",
+                Type::Primitive(PrimitiveType::Long),
+            )
+            .into(),
         ])
         .build()
         .map(Arc::new)
@@ -424,7 +449,9 @@ pub async fn write_equality_deletes(
         )));
     }
     if columns.is_empty() {
-        return Err(Error::validation(format!("{name}: equality deletes need at least one column")));
+        return Err(Error::validation(format!(
+            "{name}: equality deletes need at least one column"
+        )));
     }
     let cfg = write_config(table)?;
     let schema = md.current_schema();
@@ -441,7 +468,13 @@ pub async fn write_equality_deletes(
         .as_struct()
         .fields()
         .iter()
-        .filter_map(|f| input_schema.as_struct().fields().iter().position(|i| i.id == f.id))
+        .filter_map(|f| {
+            input_schema
+                .as_struct()
+                .fields()
+                .iter()
+                .position(|i| i.id == f.id)
+        })
         .collect();
     let splitter = if spec.is_unpartitioned() {
         None
@@ -468,7 +501,11 @@ pub async fn write_equality_deletes(
             continue;
         }
         match &splitter {
-            None => groups.entry(String::new()).or_default().1.push(project(&batch)?),
+            None => groups
+                .entry(String::new())
+                .or_default()
+                .1
+                .push(project(&batch)?),
             Some(s) => {
                 for (key, part) in s
                     .split(&batch)
@@ -487,7 +524,9 @@ pub async fn write_equality_deletes(
     let groups = groups
         .into_values()
         .map(|(key, batches)| Group {
-            data: key.as_ref().map_or_else(Struct::empty, |k| k.data().clone()),
+            data: key
+                .as_ref()
+                .map_or_else(Struct::empty, |k| k.data().clone()),
             key,
             batches,
             referenced: None,
@@ -731,7 +770,11 @@ mod tests {
     fn conforms_by_name_and_refuses_what_it_cannot_keep() {
         let target = table_schema();
         let input = Arc::new(ArrowSchema::new(vec![
-            Field::new("ts", DataType::Timestamp(TimeUnit::Microsecond, Some("UTC".into())), true),
+            Field::new(
+                "ts",
+                DataType::Timestamp(TimeUnit::Microsecond, Some("UTC".into())),
+                true,
+            ),
             Field::new("id", DataType::Int64, false),
         ]));
         let batch = RecordBatch::try_new(
@@ -744,28 +787,56 @@ mod tests {
         .unwrap();
         let out = conform_batch("t", &batch, &target).unwrap();
         assert_eq!(out.schema(), target);
-        assert_eq!(out.column(1).null_count(), 2, "missing optional column is null");
+        assert_eq!(
+            out.column(1).null_count(),
+            2,
+            "missing optional column is null"
+        );
 
         let wrong = RecordBatch::try_new(
-            Arc::new(ArrowSchema::new(vec![Field::new("id", DataType::Int32, false)])),
+            Arc::new(ArrowSchema::new(vec![Field::new(
+                "id",
+                DataType::Int32,
+                false,
+            )])),
             vec![Arc::new(Int32Array::from(vec![1]))],
         )
         .unwrap();
-        assert!(matches!(conform_batch("t", &wrong, &target), Err(Error::Validation { .. })));
+        assert!(matches!(
+            conform_batch("t", &wrong, &target),
+            Err(Error::Validation { .. })
+        ));
         let extra = RecordBatch::try_new(
             Arc::new(ArrowSchema::new(vec![
                 Field::new("id", DataType::Int64, false),
                 Field::new("bogus", DataType::Int64, false),
             ])),
-            vec![Arc::new(Int64Array::from(vec![1])), Arc::new(Int64Array::from(vec![1]))],
+            vec![
+                Arc::new(Int64Array::from(vec![1])),
+                Arc::new(Int64Array::from(vec![1])),
+            ],
         )
         .unwrap();
-        assert!(conform_batch("t", &extra, &target).unwrap_err().to_string().contains("bogus"));
+        assert!(
+            conform_batch("t", &extra, &target)
+                .unwrap_err()
+                .to_string()
+                .contains("bogus")
+        );
         let missing = RecordBatch::try_new(
-            Arc::new(ArrowSchema::new(vec![Field::new("note", DataType::Utf8, true)])),
+            Arc::new(ArrowSchema::new(vec![Field::new(
+                "note",
+                DataType::Utf8,
+                true,
+            )])),
             vec![Arc::new(StringArray::from(vec![Some("x")]))],
         )
         .unwrap();
-        assert!(conform_batch("t", &missing, &target).unwrap_err().to_string().contains("`id`"));
+        assert!(
+            conform_batch("t", &missing, &target)
+                .unwrap_err()
+                .to_string()
+                .contains("`id`")
+        );
     }
 }

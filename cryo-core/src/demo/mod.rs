@@ -182,7 +182,10 @@ pub struct DemoLake {
 impl DemoLake {
     /// The manifest entry of one table.
     pub fn table(&self, identifier: &str) -> Option<&DemoTable> {
-        self.manifest.tables.iter().find(|t| t.identifier == identifier)
+        self.manifest
+            .tables
+            .iter()
+            .find(|t| t.identifier == identifier)
     }
 
     /// Path of `demo-lake.json`.
@@ -259,7 +262,11 @@ pub async fn create_demo_lake_at(
     // complete lake.
     let tmp = root.join(format!("{MANIFEST_FILE}.tmp"));
     fs(&tmp, "write", tokio::fs::write(&tmp, json).await)?;
-    fs(&manifest_path, "write", tokio::fs::rename(&tmp, &manifest_path).await)?;
+    fs(
+        &manifest_path,
+        "write",
+        tokio::fs::rename(&tmp, &manifest_path).await,
+    )?;
     Ok(DemoLake {
         root,
         catalog,
@@ -284,7 +291,8 @@ async fn is_pristine(catalog: &Catalog, manifest: &DemoManifest) -> bool {
     for t in &manifest.tables {
         let Ok(id) = t.id() else { return false };
         match catalog.load_table(&id).await {
-            Ok(loaded) if loaded.metadata_location.as_deref() == Some(t.metadata_location.as_str()) => {}
+            Ok(loaded)
+                if loaded.metadata_location.as_deref() == Some(t.metadata_location.as_str()) => {}
             _ => return false,
         }
     }
@@ -293,7 +301,12 @@ async fn is_pristine(catalog: &Catalog, manifest: &DemoManifest) -> bool {
 
 /// Remove what a previous build left (only the demo's own files).
 async fn wipe(root: &Path) -> Result<()> {
-    for name in [MANIFEST_FILE, CATALOG_FILE, "catalog.db-wal", "catalog.db-shm"] {
+    for name in [
+        MANIFEST_FILE,
+        CATALOG_FILE,
+        "catalog.db-wal",
+        "catalog.db-shm",
+    ] {
         let p = root.join(name);
         match tokio::fs::remove_file(&p).await {
             Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
@@ -326,15 +339,33 @@ mod tests {
     fn options_are_validated() {
         assert!(DemoOptions::default().validate().is_ok());
         for bad in [
-            DemoOptions { catalog_name: String::new(), ..DemoOptions::default() },
-            DemoOptions { catalog_name: "a.b".into(), ..DemoOptions::default() },
-            DemoOptions { clickstream_commits: 0, ..DemoOptions::default() },
+            DemoOptions {
+                catalog_name: String::new(),
+                ..DemoOptions::default()
+            },
+            DemoOptions {
+                catalog_name: "a.b".into(),
+                ..DemoOptions::default()
+            },
+            DemoOptions {
+                clickstream_commits: 0,
+                ..DemoOptions::default()
+            },
         ] {
-            assert!(matches!(bad.validate(), Err(Error::Validation { .. })), "{bad:?}");
+            assert!(
+                matches!(bad.validate(), Err(Error::Validation { .. })),
+                "{bad:?}"
+            );
         }
-        let forced = DemoOptions { force_rebuild: true, ..DemoOptions::default() };
+        let forced = DemoOptions {
+            force_rebuild: true,
+            ..DemoOptions::default()
+        };
         assert!(forced.same_lake(&DemoOptions::default()));
-        let reseeded = DemoOptions { seed: 1, ..DemoOptions::default() };
+        let reseeded = DemoOptions {
+            seed: 1,
+            ..DemoOptions::default()
+        };
         assert!(!reseeded.same_lake(&DemoOptions::default()));
     }
 }

@@ -9,16 +9,16 @@ use arrow_array::{
     StringArray, TimestampMicrosecondArray,
 };
 use iceberg::spec::{
-    FormatVersion, NestedField, NullOrder, PrimitiveType, Schema, SortDirection,
-    SortField, SortOrder, Transform, Type, UnboundPartitionSpec,
+    FormatVersion, NestedField, NullOrder, PrimitiveType, Schema, SortDirection, SortField,
+    SortOrder, Transform, Type, UnboundPartitionSpec,
 };
 
 use super::{DemoOptions, DemoTable};
 use crate::catalog::{Catalog, LoadedTable, Namespace, TableId};
 use crate::clock::FixedClock;
 use crate::commit::{
-    CatalogCommitter, NewTable, SnapshotProducer, write_data_files,
-    write_equality_deletes, write_position_deletes,
+    CatalogCommitter, NewTable, SnapshotProducer, write_data_files, write_equality_deletes,
+    write_position_deletes,
 };
 use crate::error::{Error, Result};
 
@@ -30,7 +30,9 @@ const DAY_US: i64 = DAY_MS * 1000;
 const DATA_T0_US: i64 = 1_767_225_600_000_000;
 const DATA_T0_DAYS: i32 = 20_454;
 
-const COUNTRIES: [&str; 12] = ["US", "DE", "FR", "GB", "IN", "BR", "JP", "CA", "AU", "ES", "NL", "SE"];
+const COUNTRIES: [&str; 12] = [
+    "US", "DE", "FR", "GB", "IN", "BR", "JP", "CA", "AU", "ES", "NL", "SE",
+];
 
 /// `SplitMix64`: tiny, fast, and the same sequence on every platform.
 struct Rng(u64);
@@ -149,7 +151,13 @@ struct Tally {
 }
 
 impl Tally {
-    fn finish(self, id: &TableId, description: &str, table: &LoadedTable, pyiceberg: bool) -> DemoTable {
+    fn finish(
+        self,
+        id: &TableId,
+        description: &str,
+        table: &LoadedTable,
+        pyiceberg: bool,
+    ) -> DemoTable {
         DemoTable {
             identifier: id.to_string(),
             description: description.to_string(),
@@ -169,7 +177,16 @@ impl Tally {
 /// A streaming writer: one tiny append every 75 minutes, each in its own manifest.
 async fn clickstream(ctx: &Ctx<'_>, commits: u32) -> Result<DemoTable> {
     const EVENTS: [&str; 5] = ["view", "view", "click", "add_to_cart", "purchase"];
-    const PAGES: [&str; 8] = ["/", "/search", "/product", "/cart", "/checkout", "/account", "/help", "/deals"];
+    const PAGES: [&str; 8] = [
+        "/",
+        "/search",
+        "/product",
+        "/cart",
+        "/checkout",
+        "/account",
+        "/help",
+        "/deals",
+    ];
     const REFERRERS: [&str; 4] = ["google", "newsletter", "partner", "social"];
     let step_ms = 75 * MINUTE_MS;
     let first_ms = ctx.now_ms - i64::from(commits) * step_ms;
@@ -280,13 +297,43 @@ fn orders_batch(rows: &[OrderRow]) -> Result<RecordBatch> {
         .with_precision_and_scale(12, 2)
         .map_err(|e| Error::Internal(format!("orders amounts: {e}")))?;
     batch(vec![
-        ("order_id", Arc::new(Int64Array::from(rows.iter().map(|o| o.order_id).collect::<Vec<_>>())) as ArrayRef),
-        ("customer_id", Arc::new(Int64Array::from(rows.iter().map(|o| o.customer_id).collect::<Vec<_>>()))),
-        ("order_date", Arc::new(Date32Array::from(rows.iter().map(|o| DATA_T0_DAYS + o.day).collect::<Vec<_>>()))),
-        ("status", Arc::new(StringArray::from(rows.iter().map(|o| o.status).collect::<Vec<_>>()))),
+        (
+            "order_id",
+            Arc::new(Int64Array::from(
+                rows.iter().map(|o| o.order_id).collect::<Vec<_>>(),
+            )) as ArrayRef,
+        ),
+        (
+            "customer_id",
+            Arc::new(Int64Array::from(
+                rows.iter().map(|o| o.customer_id).collect::<Vec<_>>(),
+            )),
+        ),
+        (
+            "order_date",
+            Arc::new(Date32Array::from(
+                rows.iter()
+                    .map(|o| DATA_T0_DAYS + o.day)
+                    .collect::<Vec<_>>(),
+            )),
+        ),
+        (
+            "status",
+            Arc::new(StringArray::from(
+                rows.iter().map(|o| o.status).collect::<Vec<_>>(),
+            )),
+        ),
         ("amount", Arc::new(amounts)),
-        ("quantity", Arc::new(Int32Array::from(rows.iter().map(|o| o.quantity).collect::<Vec<_>>()))),
-        ("updated_at", ts_array(rows.iter().map(|o| o.updated_us).collect())),
+        (
+            "quantity",
+            Arc::new(Int32Array::from(
+                rows.iter().map(|o| o.quantity).collect::<Vec<_>>(),
+            )),
+        ),
+        (
+            "updated_at",
+            ts_array(rows.iter().map(|o| o.updated_us).collect()),
+        ),
     ])
 }
 
@@ -300,7 +347,10 @@ struct OrderFile {
 
 /// Merge-on-read: daily loads, then cancellations and updates as position deletes, then a
 /// metadata-only delete of the two oldest days that leaves their position deletes dangling.
-#[allow(clippy::too_many_lines, reason = "a replayed history reads best as one script")]
+#[allow(
+    clippy::too_many_lines,
+    reason = "a replayed history reads best as one script"
+)]
 async fn orders(ctx: &Ctx<'_>) -> Result<DemoTable> {
     const DAYS: i32 = 20;
     const DELTAS: i64 = 12;
@@ -310,7 +360,14 @@ async fn orders(ctx: &Ctx<'_>) -> Result<DemoTable> {
             req(2, "customer_id", PrimitiveType::Long),
             req(3, "order_date", PrimitiveType::Date),
             req(4, "status", PrimitiveType::String),
-            req(5, "amount", PrimitiveType::Decimal { precision: 12, scale: 2 }),
+            req(
+                5,
+                "amount",
+                PrimitiveType::Decimal {
+                    precision: 12,
+                    scale: 2,
+                },
+            ),
             req(6, "quantity", PrimitiveType::Int),
             req(7, "updated_at", PrimitiveType::Timestamptz),
         ])
@@ -359,7 +416,9 @@ async fn orders(ctx: &Ctx<'_>) -> Result<DemoTable> {
             .map(|_| new_order(&mut rng, &mut next_order, day))
             .collect();
         if day > 0 {
-            rows.extend((0..10 + rng.below(10)).map(|_| new_order(&mut rng, &mut next_order, day - 1)));
+            rows.extend(
+                (0..10 + rng.below(10)).map(|_| new_order(&mut rng, &mut next_order, day - 1)),
+            );
         }
         let written = write_data_files(&table, [orders_batch(&rows)?]).await?;
         track_order_files(&mut files, &written.files, &rows);
@@ -377,7 +436,12 @@ async fn orders(ctx: &Ctx<'_>) -> Result<DemoTable> {
     let deltas_ms = first_ms + i64::from(DAYS) * DAY_MS;
     let mut deletes_per_day: BTreeMap<i32, u64> = BTreeMap::new();
     for k in 0..DELTAS {
-        let live_days: Vec<i32> = files.iter().map(|f| f.day).collect::<BTreeSet<_>>().into_iter().collect();
+        let live_days: Vec<i32> = files
+            .iter()
+            .map(|f| f.day)
+            .collect::<BTreeSet<_>>()
+            .into_iter()
+            .collect();
         let mut days = BTreeSet::new();
         // The first two deltas touch the two oldest days, whose files are dropped at the end.
         if k < 2 {
@@ -389,7 +453,8 @@ async fn orders(ctx: &Ctx<'_>) -> Result<DemoTable> {
         let mut targets: Vec<(String, Vec<i64>)> = Vec::new();
         let mut updated: Vec<OrderRow> = Vec::new();
         for day in days {
-            let candidates: Vec<usize> = (0..files.len()).filter(|i| files[*i].day == day).collect();
+            let candidates: Vec<usize> =
+                (0..files.len()).filter(|i| files[*i].day == day).collect();
             let file = &mut files[candidates[rng.below(candidates.len() as u64) as usize]];
             let path = file.path.clone();
             let mut positions = Vec::new();
@@ -399,7 +464,11 @@ async fn orders(ctx: &Ctx<'_>) -> Result<DemoTable> {
                     positions.push(pos);
                     if k % 2 == 1 {
                         let mut o = file.rows[pos as usize].clone();
-                        o.status = if rng.chance(70) { "shipped" } else { "returned" };
+                        o.status = if rng.chance(70) {
+                            "shipped"
+                        } else {
+                            "returned"
+                        };
                         o.updated_us += DAY_US;
                         updated.push(o);
                     }
@@ -424,7 +493,11 @@ async fn orders(ctx: &Ctx<'_>) -> Result<DemoTable> {
     }
 
     // `DELETE FROM orders WHERE order_date < <day 2>` removes whole files, metadata only.
-    let dropped: Vec<String> = files.iter().filter(|f| f.day < 2).map(|f| f.path.clone()).collect();
+    let dropped: Vec<String> = files
+        .iter()
+        .filter(|f| f.day < 2)
+        .map(|f| f.path.clone())
+        .collect();
     files.retain(|f| f.day >= 2);
     tally.data_files -= dropped.len() as u64;
     tally.dangling_delete_files = deletes_per_day.range(..2).map(|(_, n)| n).sum();
@@ -448,13 +521,21 @@ async fn orders(ctx: &Ctx<'_>) -> Result<DemoTable> {
 }
 
 /// Record which rows went to which file (one file per partition, rows in input order).
-fn track_order_files(files: &mut Vec<OrderFile>, written: &[iceberg::spec::DataFile], rows: &[OrderRow]) {
+fn track_order_files(
+    files: &mut Vec<OrderFile>,
+    written: &[iceberg::spec::DataFile],
+    rows: &[OrderRow],
+) {
     for f in written {
         let day = rows
             .iter()
             .map(|o| o.day)
             .find(|d| {
-                f.partition().fields().first().and_then(Option::as_ref).and_then(iceberg::spec::Literal::as_primitive_literal)
+                f.partition()
+                    .fields()
+                    .first()
+                    .and_then(Option::as_ref)
+                    .and_then(iceberg::spec::Literal::as_primitive_literal)
                     == Some(iceberg::spec::PrimitiveLiteral::Int(DATA_T0_DAYS + d))
             })
             .unwrap_or(-1);
@@ -469,11 +550,22 @@ fn track_order_files(files: &mut Vec<OrderFile>, written: &[iceberg::spec::DataF
 }
 
 /// `(customer_id, name, email, country, tier, signup_date, updated_at)`.
-type CustomerRow = (i64, String, Option<String>, Option<String>, String, Option<i32>, i64);
+type CustomerRow = (
+    i64,
+    String,
+    Option<String>,
+    Option<String>,
+    String,
+    Option<i32>,
+    i64,
+);
 
 /// CDC upserts: every commit deletes changed keys with an equality delete file and inserts the
 /// new versions; some deleted customers come back later.
-#[allow(clippy::too_many_lines, reason = "a replayed history reads best as one script")]
+#[allow(
+    clippy::too_many_lines,
+    reason = "a replayed history reads best as one script"
+)]
 async fn customers(ctx: &Ctx<'_>) -> Result<DemoTable> {
     const TIERS: [&str; 4] = ["free", "free", "pro", "enterprise"];
     const UPSERTS: i64 = 14;
@@ -517,12 +609,42 @@ async fn customers(ctx: &Ctx<'_>) -> Result<DemoTable> {
     };
     let to_batch = |rows: Vec<CustomerRow>| {
         batch(vec![
-            ("customer_id", Arc::new(Int64Array::from(rows.iter().map(|r| r.0).collect::<Vec<_>>())) as ArrayRef),
-            ("name", Arc::new(StringArray::from(rows.iter().map(|r| r.1.clone()).collect::<Vec<_>>()))),
-            ("email", Arc::new(StringArray::from(rows.iter().map(|r| r.2.clone()).collect::<Vec<_>>()))),
-            ("country", Arc::new(StringArray::from(rows.iter().map(|r| r.3.clone()).collect::<Vec<_>>()))),
-            ("tier", Arc::new(StringArray::from(rows.iter().map(|r| r.4.clone()).collect::<Vec<_>>()))),
-            ("signup_date", Arc::new(Date32Array::from(rows.iter().map(|r| r.5).collect::<Vec<_>>()))),
+            (
+                "customer_id",
+                Arc::new(Int64Array::from(
+                    rows.iter().map(|r| r.0).collect::<Vec<_>>(),
+                )) as ArrayRef,
+            ),
+            (
+                "name",
+                Arc::new(StringArray::from(
+                    rows.iter().map(|r| r.1.clone()).collect::<Vec<_>>(),
+                )),
+            ),
+            (
+                "email",
+                Arc::new(StringArray::from(
+                    rows.iter().map(|r| r.2.clone()).collect::<Vec<_>>(),
+                )),
+            ),
+            (
+                "country",
+                Arc::new(StringArray::from(
+                    rows.iter().map(|r| r.3.clone()).collect::<Vec<_>>(),
+                )),
+            ),
+            (
+                "tier",
+                Arc::new(StringArray::from(
+                    rows.iter().map(|r| r.4.clone()).collect::<Vec<_>>(),
+                )),
+            ),
+            (
+                "signup_date",
+                Arc::new(Date32Array::from(
+                    rows.iter().map(|r| r.5).collect::<Vec<_>>(),
+                )),
+            ),
             ("updated_at", ts_array(rows.iter().map(|r| r.6).collect())),
         ])
     };
@@ -532,7 +654,10 @@ async fn customers(ctx: &Ctx<'_>) -> Result<DemoTable> {
     let written = write_data_files(&table, [to_batch(initial)?]).await?;
     tally.data_files += written.files.len() as u64;
     table = ctx
-        .commit(SnapshotProducer::new(&table).add_data_files(written.files), first_ms)
+        .commit(
+            SnapshotProducer::new(&table).add_data_files(written.files),
+            first_ms,
+        )
         .await?;
     tally.snapshots += 1;
 
@@ -563,8 +688,16 @@ async fn customers(ctx: &Ctx<'_>) -> Result<DemoTable> {
             }
         }
         // Upsert semantics (Flink's): every written key is deleted first, then inserted.
-        let keys: Vec<i64> = changed.iter().chain(&removed).chain(&back).copied().collect();
-        let key_batch = batch(vec![("customer_id", Arc::new(Int64Array::from(keys)) as ArrayRef)])?;
+        let keys: Vec<i64> = changed
+            .iter()
+            .chain(&removed)
+            .chain(&back)
+            .copied()
+            .collect();
+        let key_batch = batch(vec![(
+            "customer_id",
+            Arc::new(Int64Array::from(keys)) as ArrayRef,
+        )])?;
         let deletes = write_equality_deletes(&table, &["customer_id"], [key_batch]).await?;
         tally.equality_delete_files += deletes.files.len() as u64;
         let mut producer = SnapshotProducer::new(&table).add_delete_files(deletes.files);
@@ -597,7 +730,9 @@ async fn customers(ctx: &Ctx<'_>) -> Result<DemoTable> {
 
 /// A legacy v1 table: daily appends half a year ago, gzip, no column statistics.
 async fn metrics_v1(ctx: &Ctx<'_>) -> Result<DemoTable> {
-    const HOSTS: [&str; 8] = ["web-1", "web-2", "web-3", "db-1", "db-2", "cache-1", "queue-1", "batch-1"];
+    const HOSTS: [&str; 8] = [
+        "web-1", "web-2", "web-3", "db-1", "db-2", "cache-1", "queue-1", "batch-1",
+    ];
     const METRICS: [&str; 5] = ["cpu", "mem", "disk", "net_in", "net_out"];
     const COMMITS: i64 = 30;
     let schema = Schema::builder()
@@ -631,13 +766,16 @@ async fn metrics_v1(ctx: &Ctx<'_>) -> Result<DemoTable> {
     let mut rng = Rng::new(ctx.seed, 4);
     let mut tally = Tally::default();
     for day in 0..COMMITS {
-        let (mut hosts, mut metrics, mut times, mut values, mut units) = (vec![], vec![], vec![], vec![], vec![]);
+        let (mut hosts, mut metrics, mut times, mut values, mut units) =
+            (vec![], vec![], vec![], vec![], vec![]);
         for host in HOSTS {
             for metric in METRICS {
                 for sample in 0..8 {
                     hosts.push(host);
                     metrics.push(metric);
-                    times.push(DATA_T0_US - 180 * DAY_US + day * DAY_US + sample * 3 * 3_600_000_000);
+                    times.push(
+                        DATA_T0_US - 180 * DAY_US + day * DAY_US + sample * 3 * 3_600_000_000,
+                    );
                     values.push(rng.below(10_000) as f64 / 100.0);
                     units.push(match metric {
                         "cpu" | "mem" | "disk" => Some("percent"),
@@ -718,23 +856,37 @@ async fn healthy(ctx: &Ctx<'_>) -> Result<DemoTable> {
         let first = f * ROWS_PER_FILE;
         let ids: Vec<i64> = (first..first + ROWS_PER_FILE).collect();
         let b = batch(vec![
-            ("reading_id", Arc::new(Int64Array::from(ids.clone())) as ArrayRef),
+            (
+                "reading_id",
+                Arc::new(Int64Array::from(ids.clone())) as ArrayRef,
+            ),
             (
                 "sensor",
                 Arc::new(StringArray::from(
-                    ids.iter().map(|_| format!("{:012x}", rng.next_u64() >> 16)).collect::<Vec<_>>(),
+                    ids.iter()
+                        .map(|_| format!("{:012x}", rng.next_u64() >> 16))
+                        .collect::<Vec<_>>(),
                 )),
             ),
-            ("read_at", ts_array(ids.iter().map(|i| DATA_T0_US + i * 1_000_000).collect())),
+            (
+                "read_at",
+                ts_array(ids.iter().map(|i| DATA_T0_US + i * 1_000_000).collect()),
+            ),
             (
                 "value",
                 Arc::new(Float64Array::from(
-                    ids.iter().map(|_| rng.next_u64() as f64 / u64::MAX as f64).collect::<Vec<_>>(),
+                    ids.iter()
+                        .map(|_| rng.next_u64() as f64 / u64::MAX as f64)
+                        .collect::<Vec<_>>(),
                 )),
             ),
             (
                 "checksum",
-                Arc::new(Int64Array::from(ids.iter().map(|_| rng.next_u64() as i64).collect::<Vec<_>>())),
+                Arc::new(Int64Array::from(
+                    ids.iter()
+                        .map(|_| rng.next_u64() as i64)
+                        .collect::<Vec<_>>(),
+                )),
             ),
         ])?;
         // One call per file: each stays under the target, so none rolls into a small remainder.
@@ -744,7 +896,10 @@ async fn healthy(ctx: &Ctx<'_>) -> Result<DemoTable> {
     }
     tally.data_files = files.len() as u64;
     let table = ctx
-        .commit(SnapshotProducer::new(&table).add_data_files(files), ctx.now_ms - HOUR_MS)
+        .commit(
+            SnapshotProducer::new(&table).add_data_files(files),
+            ctx.now_ms - HOUR_MS,
+        )
         .await?;
     tally.snapshots = 1;
     Ok(tally.finish(

@@ -27,7 +27,10 @@ async fn sql_catalog(dir: &std::path::Path) -> Catalog {
         .properties
         .insert("init_catalog_tables".into(), "true".into());
     let catalog = Catalog::connect(config).await.unwrap();
-    catalog.create_namespace(&Namespace::new(["db"])).await.unwrap();
+    catalog
+        .create_namespace(&Namespace::new(["db"]))
+        .await
+        .unwrap();
     catalog
 }
 
@@ -64,11 +67,18 @@ fn by_day() -> UnboundPartitionSpec {
 fn rows(first: i64, n: i64, days: i64) -> RecordBatch {
     let schema = Arc::new(ArrowSchema::new(vec![
         Field::new("id", DataType::Int64, false),
-        Field::new("ts", DataType::Timestamp(TimeUnit::Microsecond, Some("UTC".into())), false),
+        Field::new(
+            "ts",
+            DataType::Timestamp(TimeUnit::Microsecond, Some("UTC".into())),
+            false,
+        ),
         Field::new("name", DataType::Utf8, true),
     ]));
     let ids: Vec<i64> = (first..first + n).collect();
-    let ts: Vec<i64> = ids.iter().map(|i| T0_US + (i % days) * DAY_US + i).collect();
+    let ts: Vec<i64> = ids
+        .iter()
+        .map(|i| T0_US + (i % days) * DAY_US + i)
+        .collect();
     let names: Vec<Option<String>> = ids
         .iter()
         .map(|i| (i % 7 != 0).then(|| format!("name-{i}")))
@@ -87,7 +97,14 @@ fn rows(first: i64, n: i64, days: i64) -> RecordBatch {
 /// Rows as the upstream reader returns them (deletes applied).
 async fn read_rows(table: &LoadedTable) -> usize {
     let t = table.to_iceberg().unwrap();
-    let stream = t.scan().select_all().build().unwrap().to_arrow().await.unwrap();
+    let stream = t
+        .scan()
+        .select_all()
+        .build()
+        .unwrap()
+        .to_arrow()
+        .await
+        .unwrap();
     let batches: Vec<RecordBatch> = stream.try_collect().await.unwrap();
     batches.iter().map(RecordBatch::num_rows).sum()
 }
@@ -117,21 +134,37 @@ async fn create_append_reload_and_scan_every_format_version() {
             )
             .await
             .unwrap();
-        assert!(created.metadata_location.as_deref().unwrap().contains("/metadata/00000-"));
+        assert!(
+            created
+                .metadata_location
+                .as_deref()
+                .unwrap()
+                .contains("/metadata/00000-")
+        );
         assert!(created.metadata.current_snapshot().is_none());
 
         let t1 = append(&catalog, &created, rows(0, 30, 3)).await;
         let t2 = append(&catalog, &t1, rows(30, 20, 2)).await;
-        assert!(t2.metadata_location.as_deref().unwrap().contains("/metadata/00002-"));
+        assert!(
+            t2.metadata_location
+                .as_deref()
+                .unwrap()
+                .contains("/metadata/00002-")
+        );
 
         let reloaded = catalog.load_table(&id).await.unwrap();
         assert_eq!(reloaded.metadata_location, t2.metadata_location);
-        let scan = scan_table(&catalog, &id, &ScanOptions::default(), &SystemClock).await.unwrap();
+        let scan = scan_table(&catalog, &id, &ScanOptions::default(), &SystemClock)
+            .await
+            .unwrap();
         assert_eq!(scan.snapshots.count, 2, "{version}");
         assert_eq!(scan.data_files.count, 5, "{version}: 3 + 2 day partitions");
         assert_eq!(scan.data_files.records, 50, "{version}");
         assert_eq!(scan.partitions.len(), 3, "{version}");
-        assert_eq!(scan.manifests.count, 2, "{version}: one per append, carried over");
+        assert_eq!(
+            scan.manifests.count, 2,
+            "{version}: one per append, carried over"
+        );
         assert_eq!(scan.format_version, version as u8);
         assert_eq!(read_rows(&reloaded).await, 50, "{version}");
 
@@ -147,7 +180,9 @@ async fn create_append_reload_and_scan_every_format_version() {
             assert_eq!(reloaded.metadata.next_row_id(), 50);
         }
         // Codec: the table sets none, so zstd, and the writer says so.
-        let w = write_data_files(&reloaded, [rows(100, 1, 1)]).await.unwrap();
+        let w = write_data_files(&reloaded, [rows(100, 1, 1)])
+            .await
+            .unwrap();
         assert!(w.codec_defaulted && w.codec.starts_with("zstd"));
         for f in &w.files {
             reloaded.storage.delete(f.file_path()).await.unwrap();
@@ -177,9 +212,12 @@ async fn deletes_are_applied_and_counted() {
     let (a, b) = (path_of("ts_day=2026-01-01"), path_of("ts_day=2026-01-02"));
 
     // Position deletes: 3 rows of one file (one duplicate), 1 of the other.
-    let pos = write_position_deletes(&table, &[(a.clone(), vec![0, 5, 5, 7]), (b.clone(), vec![1])])
-        .await
-        .unwrap();
+    let pos = write_position_deletes(
+        &table,
+        &[(a.clone(), vec![0, 5, 5, 7]), (b.clone(), vec![1])],
+    )
+    .await
+    .unwrap();
     assert_eq!(pos.files.len(), 2, "one delete file per partition");
     assert_eq!(pos.records, 4);
     assert!(pos.files.iter().all(|f| f.referenced_data_file().is_some()));
@@ -199,7 +237,11 @@ async fn deletes_are_applied_and_counted() {
     let keys = RecordBatch::try_new(
         Arc::new(ArrowSchema::new(vec![
             Field::new("id", DataType::Int64, false),
-            Field::new("ts", DataType::Timestamp(TimeUnit::Microsecond, Some("+00:00".into())), false),
+            Field::new(
+                "ts",
+                DataType::Timestamp(TimeUnit::Microsecond, Some("+00:00".into())),
+                false,
+            ),
         ])),
         vec![
             Arc::new(Int64Array::from(vec![20, 21, 22])) as ArrayRef,
@@ -210,7 +252,9 @@ async fn deletes_are_applied_and_counted() {
         ],
     )
     .unwrap();
-    let eq = write_equality_deletes(&table, &["id"], [keys]).await.unwrap();
+    let eq = write_equality_deletes(&table, &["id"], [keys])
+        .await
+        .unwrap();
     assert_eq!(eq.files.len(), 2, "keys land in their partitions");
     assert!(eq.files.iter().all(|f| f.equality_ids() == Some(vec![1])));
     let new_rows = write_data_files(&table, [rows(20, 1, 2)]).await.unwrap();
@@ -235,7 +279,9 @@ async fn deletes_are_applied_and_counted() {
     assert_eq!(out.operation, "delete");
     assert_eq!(out.summary["deleted-data-files"], "1");
     assert_eq!(out.summary["total-data-files"], "2");
-    let scan = scan_table(&catalog, &id, &ScanOptions::default(), &SystemClock).await.unwrap();
+    let scan = scan_table(&catalog, &id, &ScanOptions::default(), &SystemClock)
+        .await
+        .unwrap();
     assert_eq!(scan.data_files.count, 2);
     assert_eq!(scan.delete_files.position.files, 2);
     assert_eq!(scan.delete_files.position.dangling, 1);
@@ -253,7 +299,10 @@ async fn deletes_are_applied_and_counted() {
         .await
         .unwrap_err();
     assert!(matches!(err, Error::Validation { .. }), "{err}");
-    assert_eq!(catalog.load_table(&id).await.unwrap().metadata_location, out.table.metadata_location);
+    assert_eq!(
+        catalog.load_table(&id).await.unwrap().metadata_location,
+        out.table.metadata_location
+    );
 }
 
 #[tokio::test]
@@ -267,8 +316,13 @@ async fn v1_and_v3_refuse_what_they_cannot_hold() {
             .await
             .unwrap();
         let t = append(&catalog, &t, rows(0, 5, 1)).await;
-        let path = live_files(&t).await.unwrap()[0].file.file_path().to_string();
-        let err = write_position_deletes(&t, &[(path, vec![0])]).await.unwrap_err();
+        let path = live_files(&t).await.unwrap()[0]
+            .file
+            .file_path()
+            .to_string();
+        let err = write_position_deletes(&t, &[(path, vec![0])])
+            .await
+            .unwrap_err();
         assert!(matches!(err, Error::Unsupported { .. }), "{name}: {err}");
     }
 }
@@ -279,8 +333,16 @@ async fn second_writer_conflicts(catalog: &Catalog, id: &TableId) {
     let committer = catalog.committer().unwrap();
     let a = write_data_files(&base, [rows(1000, 3, 1)]).await.unwrap();
     let b = write_data_files(&base, [rows(2000, 3, 1)]).await.unwrap();
-    let staged_a = SnapshotProducer::new(&base).add_data_files(a.files).stage().await.unwrap();
-    let staged_b = SnapshotProducer::new(&base).add_data_files(b.files).stage().await.unwrap();
+    let staged_a = SnapshotProducer::new(&base)
+        .add_data_files(a.files)
+        .stage()
+        .await
+        .unwrap();
+    let staged_b = SnapshotProducer::new(&base)
+        .add_data_files(b.files)
+        .stage()
+        .await
+        .unwrap();
     let b_files = staged_b.written_files.clone();
     let after_a = staged_a.commit(committer.as_ref()).await.unwrap().table;
 
@@ -289,10 +351,19 @@ async fn second_writer_conflicts(catalog: &Catalog, id: &TableId) {
     assert!(err.is_retryable());
     assert_eq!(err.code(), "commit_conflict");
     let head = catalog.load_table(id).await.unwrap();
-    assert_eq!(head.metadata_location, after_a.metadata_location, "the table did not change");
-    assert_eq!(head.metadata.snapshots().count(), after_a.metadata.snapshots().count());
+    assert_eq!(
+        head.metadata_location, after_a.metadata_location,
+        "the table did not change"
+    );
+    assert_eq!(
+        head.metadata.snapshots().count(),
+        after_a.metadata.snapshots().count()
+    );
     for f in &b_files {
-        assert!(head.storage.head(f).await.unwrap().is_none(), "{f} left behind");
+        assert!(
+            head.storage.head(f).await.unwrap().is_none(),
+            "{f} left behind"
+        );
     }
 
     // The raw committer: a stale base whose requirement no longer holds.
@@ -307,7 +378,10 @@ async fn second_writer_conflicts(catalog: &Catalog, id: &TableId) {
     );
     let err = committer.commit(&base, changes.clone()).await.unwrap_err();
     assert!(matches!(err, Error::CommitConflict { .. }), "{err}");
-    assert_eq!(catalog.load_table(id).await.unwrap().metadata_location, after_a.metadata_location);
+    assert_eq!(
+        catalog.load_table(id).await.unwrap().metadata_location,
+        after_a.metadata_location
+    );
     // Against the current head it goes through.
     let head = committer
         .commit(
@@ -322,8 +396,17 @@ async fn second_writer_conflicts(catalog: &Catalog, id: &TableId) {
         )
         .await
         .unwrap();
-    assert_eq!(head.metadata.properties().get("k").map(String::as_str), Some("v"));
-    assert_eq!(head.metadata.metadata_log().last().map(|l| l.metadata_file.clone()), after_a.metadata_location);
+    assert_eq!(
+        head.metadata.properties().get("k").map(String::as_str),
+        Some("v")
+    );
+    assert_eq!(
+        head.metadata
+            .metadata_log()
+            .last()
+            .map(|l| l.metadata_file.clone()),
+        after_a.metadata_location
+    );
 }
 
 #[tokio::test]
@@ -331,7 +414,10 @@ async fn concurrent_commit_conflicts_on_sql_catalogs() {
     let dir = tempfile::tempdir().unwrap();
     let catalog = sql_catalog(dir.path()).await;
     let id = TableId::parse("db.race").unwrap();
-    let t = catalog.create_table(&id, NewTable::new(schema())).await.unwrap();
+    let t = catalog
+        .create_table(&id, NewTable::new(schema()))
+        .await
+        .unwrap();
     append(&catalog, &t, rows(0, 5, 1)).await;
     second_writer_conflicts(&catalog, &id).await;
 }
@@ -351,18 +437,38 @@ async fn hadoop_tables_commit_with_version_files() {
         )
         .await
         .unwrap();
-    assert!(t.metadata_location.as_deref().unwrap().ends_with("/db/events/metadata/v1.metadata.json"));
+    assert!(
+        t.metadata_location
+            .as_deref()
+            .unwrap()
+            .ends_with("/db/events/metadata/v1.metadata.json")
+    );
     assert_eq!(t.metadata.last_updated_ms(), 1_700_000_000_000);
-    let err = catalog.create_table(&id, NewTable::new(schema())).await.unwrap_err();
-    assert!(matches!(err, Error::Catalog { .. }) && err.to_string().contains("already exists"), "{err}");
+    let err = catalog
+        .create_table(&id, NewTable::new(schema()))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, Error::Catalog { .. }) && err.to_string().contains("already exists"),
+        "{err}"
+    );
 
     let t = append(&catalog, &t, rows(0, 10, 2)).await;
-    assert!(t.metadata_location.as_deref().unwrap().ends_with("/metadata/v2.metadata.json"));
-    let hint = dir.path().join("hadoop/db/events/metadata/version-hint.text");
+    assert!(
+        t.metadata_location
+            .as_deref()
+            .unwrap()
+            .ends_with("/metadata/v2.metadata.json")
+    );
+    let hint = dir
+        .path()
+        .join("hadoop/db/events/metadata/version-hint.text");
     assert_eq!(std::fs::read_to_string(&hint).unwrap(), "2");
     assert_eq!(catalog.list_all_tables().await.unwrap(), vec![id.clone()]);
     second_writer_conflicts(&catalog, &id).await;
-    let scan = scan_table(&catalog, &id, &ScanOptions::default(), &SystemClock).await.unwrap();
+    let scan = scan_table(&catalog, &id, &ScanOptions::default(), &SystemClock)
+        .await
+        .unwrap();
     assert_eq!(scan.data_files.records, 13);
     assert_eq!(read_rows(&catalog.load_table(&id).await.unwrap()).await, 13);
 }
@@ -394,11 +500,23 @@ async fn snapshot_timestamps_come_from_the_clock_and_io_is_counted() {
     assert_eq!(out.table.metadata.last_updated_ms(), out.timestamp_ms);
     let after = catalog.io_counters().snapshot();
     let writes = |s: &cryo_core::io::IoSnapshot, k: PathKind| {
-        s.writes.iter().find(|(kind, _)| *kind == k).map_or(0, |(_, n)| *n)
+        s.writes
+            .iter()
+            .find(|(kind, _)| *kind == k)
+            .map_or(0, |(_, n)| *n)
     };
-    assert_eq!(writes(&after, PathKind::ManifestList) - writes(&before, PathKind::ManifestList), 1);
-    assert_eq!(writes(&after, PathKind::Manifest) - writes(&before, PathKind::Manifest), 1);
-    assert_eq!(writes(&after, PathKind::MetadataJson) - writes(&before, PathKind::MetadataJson), 1);
+    assert_eq!(
+        writes(&after, PathKind::ManifestList) - writes(&before, PathKind::ManifestList),
+        1
+    );
+    assert_eq!(
+        writes(&after, PathKind::Manifest) - writes(&before, PathKind::Manifest),
+        1
+    );
+    assert_eq!(
+        writes(&after, PathKind::MetadataJson) - writes(&before, PathKind::MetadataJson),
+        1
+    );
 
     // A snapshot far older than the table's last update is refused by the metadata builder.
     let w = write_data_files(&out.table, [rows(5, 1, 1)]).await.unwrap();

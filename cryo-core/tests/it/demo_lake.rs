@@ -11,16 +11,34 @@ use futures::TryStreamExt;
 
 async fn read_rows(table: &LoadedTable) -> usize {
     let t = table.to_iceberg().unwrap();
-    let stream = t.scan().select_all().build().unwrap().to_arrow().await.unwrap();
+    let stream = t
+        .scan()
+        .select_all()
+        .build()
+        .unwrap()
+        .to_arrow()
+        .await
+        .unwrap();
     let batches: Vec<arrow_array::RecordBatch> = stream.try_collect().await.unwrap();
     batches.iter().map(arrow_array::RecordBatch::num_rows).sum()
 }
 
 async fn check_tables(lake: &DemoLake) {
-    let names: Vec<&str> = lake.manifest.tables.iter().map(|t| t.identifier.as_str()).collect();
+    let names: Vec<&str> = lake
+        .manifest
+        .tables
+        .iter()
+        .map(|t| t.identifier.as_str())
+        .collect();
     assert_eq!(
         names,
-        ["lake.clickstream", "lake.customers", "lake.healthy", "lake.metrics_v1", "lake.orders"]
+        [
+            "lake.clickstream",
+            "lake.customers",
+            "lake.healthy",
+            "lake.metrics_v1",
+            "lake.orders"
+        ]
     );
     for t in &lake.manifest.tables {
         let id = t.id().unwrap();
@@ -31,14 +49,24 @@ async fn check_tables(lake: &DemoLake) {
         assert_eq!(scan.format_version, t.format_version, "{name}");
         assert_eq!(scan.snapshots.count as u64, t.snapshots, "{name} snapshots");
         assert_eq!(scan.data_files.count, t.data_files, "{name} data files");
-        assert_eq!(scan.delete_files.position.files, t.position_delete_files, "{name} position deletes");
-        assert_eq!(scan.delete_files.equality.files, t.equality_delete_files, "{name} equality deletes");
+        assert_eq!(
+            scan.delete_files.position.files, t.position_delete_files,
+            "{name} position deletes"
+        );
+        assert_eq!(
+            scan.delete_files.equality.files, t.equality_delete_files,
+            "{name} equality deletes"
+        );
         assert_eq!(
             scan.delete_files.position.dangling + scan.delete_files.equality.dangling,
             t.dangling_delete_files,
             "{name} dangling deletes"
         );
-        assert_eq!(scan.metadata_location.as_deref(), Some(t.metadata_location.as_str()), "{name}");
+        assert_eq!(
+            scan.metadata_location.as_deref(),
+            Some(t.metadata_location.as_str()),
+            "{name}"
+        );
         // Rows through upstream's reader, deletes applied.
         let loaded = lake.catalog.load_table(&id).await.unwrap();
         assert_eq!(read_rows(&loaded).await as u64, t.rows, "{name} rows");
@@ -52,28 +80,47 @@ async fn check_tables(lake: &DemoLake) {
 async fn demo_lake_is_what_it_says_and_decayed_as_promised() {
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path().join("lake");
-    let lake = create_demo_lake(&root, &DemoOptions::default()).await.unwrap();
+    let lake = create_demo_lake(&root, &DemoOptions::default())
+        .await
+        .unwrap();
     assert!(lake.built && lake.pristine);
     check_tables(&lake).await;
 
     let scan = |name: &str| {
         let catalog = &lake.catalog;
         let id = TableId::parse(name).unwrap();
-        async move { scan_table(catalog, &id, &ScanOptions::default(), &SystemClock).await.unwrap() }
+        async move {
+            scan_table(catalog, &id, &ScanOptions::default(), &SystemClock)
+                .await
+                .unwrap()
+        }
     };
     let clicks = scan("lake.clickstream").await;
     assert_eq!(clicks.snapshots.count, 200);
-    assert!(clicks.manifests.count >= 200, "one small manifest per append");
+    assert!(
+        clicks.manifests.count >= 200,
+        "one small manifest per append"
+    );
     assert!(clicks.data_files.count >= 300);
     assert!(clicks.partitions.len() >= 10, "day partitions");
-    assert_eq!(clicks.data_files.small_count, clicks.data_files.count, "every file is tiny");
+    assert_eq!(
+        clicks.data_files.small_count, clicks.data_files.count,
+        "every file is tiny"
+    );
     let week_ms = 7 * 86_400_000;
     assert!(clicks.snapshots.oldest_ms.unwrap() < clicks.scanned_at_ms - week_ms);
 
     let orders = scan("lake.orders").await;
     assert_eq!(orders.write.delete_mode, "merge-on-read");
-    let with_deletes = orders.partitions.iter().filter(|p| p.delete_files.position.files > 0).count();
-    assert!(with_deletes >= 10, "position deletes on many partitions, got {with_deletes}");
+    let with_deletes = orders
+        .partitions
+        .iter()
+        .filter(|p| p.delete_files.position.files > 0)
+        .count();
+    assert!(
+        with_deletes >= 10,
+        "position deletes on many partitions, got {with_deletes}"
+    );
     assert!(orders.delete_files.position.dangling > 0);
 
     let customers = scan("lake.customers").await;
@@ -88,26 +135,48 @@ async fn demo_lake_is_what_it_says_and_decayed_as_promised() {
     let healthy = scan("lake.healthy").await;
     assert_eq!(healthy.snapshots.count, 1);
     assert_eq!(healthy.write.target_file_size_bytes, 1 << 20);
-    assert_eq!(healthy.data_files.small_count, 0, "{:?}", healthy.data_files);
+    assert_eq!(
+        healthy.data_files.small_count, 0,
+        "{:?}",
+        healthy.data_files
+    );
     assert!(healthy.data_files.count <= 4);
-    assert_eq!(healthy.column_stats.files_with_bounds, healthy.data_files.count);
+    assert_eq!(
+        healthy.column_stats.files_with_bounds,
+        healthy.data_files.count
+    );
     assert_eq!(healthy.sort_order.fields.len(), 1);
 
     // Reopening does not rebuild; a commit makes the lake no longer pristine; force rebuilds.
     let manifest = lake.manifest.clone();
     drop(lake);
-    let again = create_demo_lake(&root, &DemoOptions::default()).await.unwrap();
+    let again = create_demo_lake(&root, &DemoOptions::default())
+        .await
+        .unwrap();
     assert!(!again.built && again.pristine);
     assert_eq!(again.manifest, manifest);
-    let healthy = again.catalog.load_table(&TableId::parse("lake.healthy").unwrap()).await.unwrap();
+    let healthy = again
+        .catalog
+        .load_table(&TableId::parse("lake.healthy").unwrap())
+        .await
+        .unwrap();
     let batch = arrow_array::RecordBatch::try_from_iter([
-        ("reading_id", Arc::new(arrow_array::Int64Array::from(vec![-1])) as arrow_array::ArrayRef),
-        ("sensor", Arc::new(arrow_array::StringArray::from(vec!["x"]))),
+        (
+            "reading_id",
+            Arc::new(arrow_array::Int64Array::from(vec![-1])) as arrow_array::ArrayRef,
+        ),
+        (
+            "sensor",
+            Arc::new(arrow_array::StringArray::from(vec!["x"])),
+        ),
         (
             "read_at",
             Arc::new(arrow_array::TimestampMicrosecondArray::from(vec![0]).with_timezone("UTC")),
         ),
-        ("value", Arc::new(arrow_array::Float64Array::from(vec![0.0]))),
+        (
+            "value",
+            Arc::new(arrow_array::Float64Array::from(vec![0.0])),
+        ),
         ("checksum", Arc::new(arrow_array::Int64Array::from(vec![0]))),
     ])
     .unwrap();
@@ -118,14 +187,25 @@ async fn demo_lake_is_what_it_says_and_decayed_as_promised() {
         .await
         .unwrap();
     drop(again);
-    let touched = create_demo_lake(&root, &DemoOptions::default()).await.unwrap();
-    assert!(!touched.built && !touched.pristine);
-    drop(touched);
-    let forced = create_demo_lake(&root, &DemoOptions { force_rebuild: true, ..DemoOptions::default() })
+    let touched = create_demo_lake(&root, &DemoOptions::default())
         .await
         .unwrap();
+    assert!(!touched.built && !touched.pristine);
+    drop(touched);
+    let forced = create_demo_lake(
+        &root,
+        &DemoOptions {
+            force_rebuild: true,
+            ..DemoOptions::default()
+        },
+    )
+    .await
+    .unwrap();
     assert!(forced.built && forced.pristine);
-    assert_eq!(forced.table("lake.healthy").unwrap().rows, manifest.tables[2].rows);
+    assert_eq!(
+        forced.table("lake.healthy").unwrap().rows,
+        manifest.tables[2].rows
+    );
 }
 
 #[tokio::test]
@@ -136,7 +216,9 @@ async fn other_options_rebuild_and_the_data_does_not_depend_on_the_clock() {
         catalog_name: "small".into(),
         ..DemoOptions::default()
     };
-    let a = create_demo_lake_at(dir.path(), &options, &FixedClock(1_800_000_000_000)).await.unwrap();
+    let a = create_demo_lake_at(dir.path(), &options, &FixedClock(1_800_000_000_000))
+        .await
+        .unwrap();
     assert!(a.built);
     assert_eq!(a.manifest.built_at_ms, 1_800_000_000_000);
     check_tables(&a).await;
@@ -157,22 +239,35 @@ async fn other_options_rebuild_and_the_data_does_not_depend_on_the_clock() {
             .collect()
     };
     let figures_a = figures(&a);
-    let clicks = a.catalog.load_table(&TableId::parse("lake.clickstream").unwrap()).await.unwrap();
+    let clicks = a
+        .catalog
+        .load_table(&TableId::parse("lake.clickstream").unwrap())
+        .await
+        .unwrap();
     let newest = clicks.metadata.current_snapshot().unwrap().timestamp_ms();
     assert!(newest < 1_800_000_000_000 && newest > 1_800_000_000_000 - 86_400_000);
     drop(a);
 
     // Same options, another clock: reopened, not rebuilt.
-    let b = create_demo_lake_at(dir.path(), &options, &FixedClock(1_900_000_000_000)).await.unwrap();
+    let b = create_demo_lake_at(dir.path(), &options, &FixedClock(1_900_000_000_000))
+        .await
+        .unwrap();
     assert!(!b.built);
     drop(b);
     // Another seed changes the data; going back to the first seed gives the same rows again.
-    let reseeded = DemoOptions { seed: 7, ..options.clone() };
-    let c = create_demo_lake_at(dir.path(), &reseeded, &FixedClock(1_900_000_000_000)).await.unwrap();
+    let reseeded = DemoOptions {
+        seed: 7,
+        ..options.clone()
+    };
+    let c = create_demo_lake_at(dir.path(), &reseeded, &FixedClock(1_900_000_000_000))
+        .await
+        .unwrap();
     assert!(c.built);
     assert_ne!(figures(&c), figures_a);
     drop(c);
-    let d = create_demo_lake_at(dir.path(), &options, &FixedClock(1_950_000_000_000)).await.unwrap();
+    let d = create_demo_lake_at(dir.path(), &options, &FixedClock(1_950_000_000_000))
+        .await
+        .unwrap();
     assert!(d.built);
     assert_eq!(figures(&d), figures_a, "same seed, same lake");
     check_tables(&d).await;
