@@ -24,7 +24,7 @@
 //! - [`CatalogCommitter`]: one implementation per catalog kind ([`SqlCommitter`] for the
 //!   PyIceberg/Java SQL schema, [`HadoopCommitter`] for `vN.metadata.json` + `version-hint.text`
 //!   tables). A commit whose requirements fail against the freshly loaded head, or whose
-//!   compare-and-swap loses a race, is an [`Error::CommitConflict`](crate::Error::CommitConflict)
+//!   compare-and-swap loses a race, is an [`Error::CommitConflict`]
 //!   and leaves the table untouched.
 //! - [`SnapshotProducer`]: `append`, `delete` and `overwrite` snapshots from added data files,
 //!   added position/equality delete files and removed data files, for format v1, v2 and v3.
