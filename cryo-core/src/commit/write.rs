@@ -11,7 +11,7 @@ use arrow_schema::{DataType, SchemaRef as ArrowSchemaRef};
 use iceberg::arrow::{RecordBatchPartitionSplitter, schema_to_arrow_schema};
 use iceberg::spec::{
     DataContentType, DataFile, DataFileBuilder, DataFileFormat, FormatVersion, NestedField,
-    PartitionKey, PrimitiveType, Schema, SchemaRef, Struct, Type,
+    PartitionKey, PartitionSpecRef, PrimitiveType, Schema, SchemaRef, Struct, Type,
 };
 use iceberg::writer::file_writer::ParquetWriterBuilder;
 use iceberg::writer::file_writer::location_generator::{
@@ -206,56 +206,15 @@ pub async fn write_data_files(
     let name = table.id.to_string();
     let cfg = write_config(table)?;
     let schema = Arc::clone(md.current_schema());
-    let arrow_schema = arrow_schema_of(&name, &schema)?;
     let spec = Arc::clone(md.default_partition_spec());
-    let splitter = if spec.is_unpartitioned() {
-        None
-    } else {
-        Some(
-            RecordBatchPartitionSplitter::try_new_with_computed_values(
-                Arc::clone(&schema),
-                Arc::clone(&spec),
-            )
-            .map_err(|e| iceberg_error(&name, "partition data", e))?,
-        )
-    };
-    let mut groups: BTreeMap<String, (Option<PartitionKey>, Vec<RecordBatch>)> = BTreeMap::new();
-    for batch in batches {
-        let batch = conform_batch(&name, &batch, &arrow_schema)?;
-        if batch.num_rows() == 0 {
-            continue;
-        }
-        match &splitter {
-            None => groups.entry(String::new()).or_default().1.push(batch),
-            Some(s) => {
-                for (key, part) in s
-                    .split(&batch)
-                    .map_err(|e| iceberg_error(&name, "partition data", e))?
-                {
-                    groups
-                        .entry(key.to_path())
-                        .or_insert_with(|| (Some(key), Vec::new()))
-                        .1
-                        .push(part);
-                }
-            }
-        }
-    }
-    let groups = groups.into_values().map(|(key, batches)| Group {
-        data: key
-            .as_ref()
-            .map_or_else(Struct::empty, |k| k.data().clone()),
-        key,
-        batches,
-        referenced: None,
-    });
+    let groups = partition_batches(&name, &schema, &spec, batches, Ok)?;
     let files = write_groups(
         table,
         &cfg,
         &schema,
         cfg.target_file_size,
         None,
-        groups.collect(),
+        groups,
         |b| {
             b.content(DataContentType::Data);
             apply_metrics_mode(cfg.metrics, b);
@@ -461,7 +420,6 @@ pub async fn write_equality_deletes(
     input_ids.extend(spec.fields().iter().map(|f| f.source_id));
     let input_schema = Arc::new(project_schema(&name, schema, &input_ids)?);
     let delete_schema = Arc::new(project_schema(&name, schema, &equality_ids)?);
-    let input_arrow = arrow_schema_of(&name, &input_schema)?;
     let delete_arrow = arrow_schema_of(&name, &delete_schema)?;
     // Equality columns' positions inside the input schema.
     let keep: Vec<usize> = delete_schema
@@ -476,62 +434,13 @@ pub async fn write_equality_deletes(
                 .position(|i| i.id == f.id)
         })
         .collect();
-    let splitter = if spec.is_unpartitioned() {
-        None
-    } else {
-        Some(
-            RecordBatchPartitionSplitter::try_new_with_computed_values(
-                Arc::clone(&input_schema),
-                Arc::clone(&spec),
-            )
-            .map_err(|e| iceberg_error(&name, "partition deletes", e))?,
-        )
-    };
-    let project = |b: &RecordBatch| -> Result<RecordBatch> {
+    let groups = partition_batches(&name, &input_schema, &spec, batches, |b| {
         RecordBatch::try_new(
             Arc::clone(&delete_arrow),
             keep.iter().map(|i| Arc::clone(b.column(*i))).collect(),
         )
         .map_err(|e| Error::Internal(format!("{name}: equality delete batch: {e}")))
-    };
-    let mut groups: BTreeMap<String, (Option<PartitionKey>, Vec<RecordBatch>)> = BTreeMap::new();
-    for batch in batches {
-        let batch = conform_batch(&name, &batch, &input_arrow)?;
-        if batch.num_rows() == 0 {
-            continue;
-        }
-        match &splitter {
-            None => groups
-                .entry(String::new())
-                .or_default()
-                .1
-                .push(project(&batch)?),
-            Some(s) => {
-                for (key, part) in s
-                    .split(&batch)
-                    .map_err(|e| iceberg_error(&name, "partition deletes", e))?
-                {
-                    let part = project(&part)?;
-                    groups
-                        .entry(key.to_path())
-                        .or_insert_with(|| (Some(key), Vec::new()))
-                        .1
-                        .push(part);
-                }
-            }
-        }
-    }
-    let groups = groups
-        .into_values()
-        .map(|(key, batches)| Group {
-            data: key
-                .as_ref()
-                .map_or_else(Struct::empty, |k| k.data().clone()),
-            key,
-            batches,
-            referenced: None,
-        })
-        .collect();
+    })?;
     let files = write_groups(
         table,
         &cfg,
@@ -567,6 +476,67 @@ fn equality_field_ids(table: &str, schema: &Schema, columns: &[&str]) -> Result<
         }
     }
     Ok(ids)
+}
+
+/// Conform each batch to `schema`, split its rows by `spec` and group them by partition (in
+/// partition path order, so file names and order do not depend on hashing), passing every part
+/// through `project`.
+fn partition_batches(
+    table: &str,
+    schema: &SchemaRef,
+    spec: &PartitionSpecRef,
+    batches: impl IntoIterator<Item = RecordBatch>,
+    project: impl Fn(RecordBatch) -> Result<RecordBatch>,
+) -> Result<Vec<Group>> {
+    let arrow_schema = arrow_schema_of(table, schema)?;
+    let splitter = if spec.is_unpartitioned() {
+        None
+    } else {
+        Some(
+            RecordBatchPartitionSplitter::try_new_with_computed_values(
+                Arc::clone(schema),
+                Arc::clone(spec),
+            )
+            .map_err(|e| iceberg_error(table, "partition rows", e))?,
+        )
+    };
+    let mut groups: BTreeMap<String, (Option<PartitionKey>, Vec<RecordBatch>)> = BTreeMap::new();
+    for batch in batches {
+        let batch = conform_batch(table, &batch, &arrow_schema)?;
+        if batch.num_rows() == 0 {
+            continue;
+        }
+        let Some(splitter) = &splitter else {
+            groups
+                .entry(String::new())
+                .or_default()
+                .1
+                .push(project(batch)?);
+            continue;
+        };
+        for (key, part) in splitter
+            .split(&batch)
+            .map_err(|e| iceberg_error(table, "partition rows", e))?
+        {
+            let part = project(part)?;
+            groups
+                .entry(key.to_path())
+                .or_insert_with(|| (Some(key), Vec::new()))
+                .1
+                .push(part);
+        }
+    }
+    Ok(groups
+        .into_values()
+        .map(|(key, batches)| Group {
+            data: key
+                .as_ref()
+                .map_or_else(Struct::empty, |k| k.data().clone()),
+            key,
+            batches,
+            referenced: None,
+        })
+        .collect())
 }
 
 /// Rows of one partition.

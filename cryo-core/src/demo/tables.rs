@@ -175,6 +175,10 @@ impl Tally {
 }
 
 /// A streaming writer: one tiny append every 75 minutes, each in its own manifest.
+#[allow(
+    clippy::too_many_lines,
+    reason = "a replayed history reads best as one script"
+)]
 async fn clickstream(ctx: &Ctx<'_>, commits: u32) -> Result<DemoTable> {
     const EVENTS: [&str; 5] = ["view", "view", "click", "add_to_cart", "purchase"];
     const PAGES: [&str; 8] = [
