@@ -42,6 +42,15 @@ cargo build --workspace --all-targets
 step "cargo test"
 cargo test -p cryo-core
 
+step "the main job (README's first command, debug build)"
+rm -rf target/quickstart-demo
+out=$(cargo run -q --example quickstart -- target/quickstart-demo)
+for expect in "built demo lake" "lake.healthy      A" "plan written to" "SQL for Trino" "SQL for Spark"; do
+  grep -qF "$expect" <<<"$out" || { echo "quickstart output lacks: $expect"; echo "$out" | head -40; exit 1; }
+done
+out=$(cargo run -q --example quickstart -- target/quickstart-demo)
+grep -qF "reopened demo lake" <<<"$out" || { echo "second quickstart run did not reopen the lake"; exit 1; }
+
 step "pytest (cross-implementation)"
 "$PEERS_PYTHON" -m pytest -q tests/py
 

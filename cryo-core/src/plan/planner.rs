@@ -7,7 +7,7 @@ use super::model::*;
 use super::predicate::field_predicate;
 use crate::catalog::TableId;
 use crate::error::{Error, Result};
-use crate::grade::HealthReport;
+use crate::grade::{HealthReport, Remedy};
 use crate::ops::Operation;
 use crate::scan::{PartitionStats, TableScan};
 
@@ -369,7 +369,16 @@ pub fn plan_table(
         steps: Vec::new(),
         skipped: Vec::new(),
     };
-    let called_for: BTreeSet<Operation> = report.operations().into_iter().collect();
+    // Findings whose remedy starts with a property change need a person first: rewriting before
+    // the property is set would write the same files again.
+    let mut called_for = BTreeSet::new();
+    let mut needs_property = Vec::new();
+    for f in &report.findings {
+        match &f.remedy {
+            Remedy::TableProperty { key, value, then: Some(op) } => needs_property.push((*op, f.code.clone(), key.clone(), value.clone())),
+            r => called_for.extend(r.operation()),
+        }
+    }
     let skip = |plan: &mut TablePlan, op: Operation, reason: String| {
         plan.skipped.push(SkippedStep { operation: op, reason });
     };
@@ -553,6 +562,23 @@ pub fn plan_table(
             }
         })
         .collect();
+    // A whole-table data rewrite applies every delete (files with deletes are rewritten whatever
+    // their size); a separate delete-file rewrite then only pays for dropping dangling ones.
+    let whole_data_rewrite = data_gate.is_none() && !data_cands.is_empty() && whole;
+    let pos_cands: Vec<Candidate<'_>> = if whole_data_rewrite {
+        scan.partitions
+            .iter()
+            .filter(|p| p.delete_files.position.dangling + p.delete_files.deletion_vectors.dangling > 0)
+            .map(|p| Candidate {
+                p,
+                files: p.delete_files.position.files + p.delete_files.deletion_vectors.files,
+                bytes: p.delete_files.position.bytes + p.delete_files.deletion_vectors.bytes,
+                score: 0.0,
+            })
+            .collect()
+    } else {
+        pos_cands
+    };
     if scan.format_version >= 2 && !pos_cands.is_empty() {
         if let Some(reason) = gate(op) {
             skip(&mut plan, op, reason);
@@ -575,11 +601,12 @@ pub fn plan_table(
             }
         }
     } else if called_for.contains(&op) && pos_cands.is_empty() {
-        skip(
-            &mut plan,
-            op,
-            "every partition with position deletes is covered by rewrite_data_files".to_string(),
-        );
+        let reason = if whole_data_rewrite {
+            "the whole-table rewrite_data_files applies every position delete"
+        } else {
+            "every partition with position deletes is covered by rewrite_data_files"
+        };
+        skip(&mut plan, op, reason.to_string());
     }
 
     // 3. Rewrite data files.
@@ -735,6 +762,11 @@ pub fn plan_table(
         }
     }
 
+    for (op, code, key, value) in needs_property {
+        if !plan.steps.iter().any(|s| s.operation == op) {
+            skip(&mut plan, op, format!("{code}: set {key}={value} on the table first, then {op} applies it"));
+        }
+    }
     for (op, n) in unselectable.into_iter().filter(|(_, n)| *n > 0) {
         skip(
             &mut plan,
