@@ -528,3 +528,32 @@ async fn snapshot_timestamps_come_from_the_clock_and_io_is_counted() {
         .unwrap_err();
     assert!(matches!(err, Error::Validation { .. }), "{err}");
 }
+
+#[tokio::test]
+async fn tables_in_memory_storage() {
+    // A Hadoop-style warehouse on the in-memory object store: created, appended, listed, scanned.
+    let config = CatalogConfig::new(
+        "mem",
+        [("type", "hadoop"), ("warehouse", "memory://cryo-it-mem/wh")],
+    );
+    let catalog = Catalog::connect(config).await.unwrap();
+    let id = TableId::parse("db.events").unwrap();
+    let created = catalog
+        .create_table(&id, NewTable::new(schema()).with_partition_spec(by_day()))
+        .await
+        .unwrap();
+    assert!(created.metadata_location.as_deref().unwrap().starts_with("memory://cryo-it-mem/wh/db/events/metadata/"));
+    let mut table = created;
+    for i in 0..3 {
+        table = append(&catalog, &table, rows(i * 10, 10, 2)).await;
+    }
+    assert_eq!(catalog.list_all_tables().await.unwrap(), vec![id.clone()]);
+    assert_eq!(read_rows(&table).await, 30);
+    let scan = scan_table(&catalog, &id, &ScanOptions::default(), &SystemClock).await.unwrap();
+    assert_eq!(scan.snapshots.count, 3);
+    assert_eq!(scan.data_files.records, 30);
+    assert_eq!(scan.partitions.len(), 2);
+    assert_eq!(scan.io.reads_of(PathKind::DataFile), 0);
+    // Nothing reached the local disk.
+    assert!(!std::path::Path::new("/cryo-it-mem").exists());
+}
