@@ -18,8 +18,14 @@ fn median(mut v: Vec<f64>) -> f64 {
 
 #[allow(clippy::print_stdout)] // a benchmark reports on stdout
 fn main() {
-    let args: Vec<String> = std::env::args().skip(1).filter(|a| !a.starts_with("--")).collect();
-    let table = args.first().cloned().unwrap_or_else(|| "pyiceberg.events".to_string());
+    let args: Vec<String> = std::env::args()
+        .skip(1)
+        .filter(|a| !a.starts_with("--"))
+        .collect();
+    let table = args
+        .first()
+        .cloned()
+        .unwrap_or_else(|| "pyiceberg.events".to_string());
     let runs: usize = args.get(1).and_then(|s| s.parse().ok()).unwrap_or(5);
     let dir = std::env::var("CRYO_FIXTURES").map_or_else(
         |_| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target/cryo-fixtures"),
@@ -34,7 +40,9 @@ fn main() {
                 ("warehouse", format!("file://{}/warehouse", dir.display())),
             ],
         );
-        let catalog = Catalog::connect(config).await.expect("fixture catalog (run make_fixtures.py)");
+        let catalog = Catalog::connect(config)
+            .await
+            .expect("fixture catalog (run make_fixtures.py)");
         let id = TableId::parse(&table).expect("table id");
         let (mut load, mut scan_grade, mut files) = (Vec::new(), Vec::new(), Vec::new());
         let mut shape = (0, 0, 0);
@@ -43,17 +51,31 @@ fn main() {
             let loaded = catalog.load_table(&id).await.expect("load");
             load.push(t0.elapsed().as_secs_f64());
             let t1 = Instant::now();
-            let scan = scan_loaded(&loaded, catalog.name(), &ScanOptions::default(), SystemClock.now_ms_value())
-                .await
-                .expect("scan");
+            let scan = scan_loaded(
+                &loaded,
+                catalog.name(),
+                &ScanOptions::default(),
+                SystemClock.now_ms_value(),
+            )
+            .await
+            .expect("scan");
             let report = grade(&scan, &GradeOptions::default(), scan.scanned_at_ms).expect("grade");
             scan_grade.push(t0.elapsed().as_secs_f64());
             let _ = t1;
-            shape = (scan.data_files.count, scan.snapshots.count, report.findings.len());
+            shape = (
+                scan.data_files.count,
+                scan.snapshots.count,
+                report.findings.len(),
+            );
             let t2 = Instant::now();
-            let listed = list_files(&loaded, &ScanOptions::default()).await.expect("files");
+            let listed = list_files(&loaded, &ScanOptions::default())
+                .await
+                .expect("files");
             files.push(t2.elapsed().as_secs_f64());
-            assert_eq!(listed.iter().filter(|f| f.content == "data").count() as u64, shape.0);
+            assert_eq!(
+                listed.iter().filter(|f| f.content == "data").count() as u64,
+                shape.0
+            );
         }
         println!(
             "{}",

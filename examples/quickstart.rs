@@ -23,7 +23,9 @@ use cryo_core::clock::SystemClock;
 use cryo_core::demo::{DemoOptions, create_demo_lake};
 use cryo_core::grade::{GradeOptions, grade};
 use cryo_core::plan::{PlanOptions, plan_fleet};
-use cryo_core::render::{SparkDialect, SparkOptions, TrinoDialect, TrinoOptions, Version, render_plan};
+use cryo_core::render::{
+    SparkDialect, SparkOptions, TrinoDialect, TrinoOptions, Version, render_plan,
+};
 use cryo_core::scan::{FleetScanOptions, scan_fleet};
 use cryo_core::{Result, report};
 
@@ -61,7 +63,13 @@ async fn run(dir: PathBuf) -> Result<()> {
         println!("{}", report::health_report(r));
     }
 
-    let plan = plan_fleet(lake.catalog.name(), &graded, &PlanOptions::default(), &BTreeMap::new(), now)?;
+    let plan = plan_fleet(
+        lake.catalog.name(),
+        &graded,
+        &PlanOptions::default(),
+        &BTreeMap::new(),
+        now,
+    )?;
     print!("{}", report::plan_text(&plan));
     let plan_path = dir.join("plan.json");
     std::fs::write(&plan_path, plan.to_json()?).map_err(|e| cryo_core::Error::Storage {
@@ -75,12 +83,26 @@ async fn run(dir: PathBuf) -> Result<()> {
     let trino = TrinoDialect::new(TrinoOptions::new("iceberg", TRINO_VERSION))?;
     let spark = SparkDialect::new(SparkOptions::new(
         "demo",
-        Version { major: 3, minor: 5, patch: 9 },
-        Version { major: 1, minor: 10, patch: 2 },
+        Version {
+            major: 3,
+            minor: 5,
+            patch: 9,
+        },
+        Version {
+            major: 1,
+            minor: 10,
+            patch: 2,
+        },
     ))?;
     for (title, rendered) in [
-        (format!("Trino {TRINO_VERSION} (catalog `iceberg`)"), render_plan(&plan, &trino)?),
-        ("Spark 3.5 + Iceberg 1.10 (catalog `demo`)".to_string(), render_plan(&plan, &spark)?),
+        (
+            format!("Trino {TRINO_VERSION} (catalog `iceberg`)"),
+            render_plan(&plan, &trino)?,
+        ),
+        (
+            "Spark 3.5 + Iceberg 1.10 (catalog `demo`)".to_string(),
+            render_plan(&plan, &spark)?,
+        ),
     ] {
         println!("==== SQL for {title} ====");
         println!("{}", rendered.to_script());

@@ -166,7 +166,6 @@ impl Error {
             source: None,
         }
     }
-
 }
 
 impl From<iceberg::Error> for Error {

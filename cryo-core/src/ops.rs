@@ -52,7 +52,10 @@ impl Operation {
 
     /// Whether the operation deletes files (and so defaults to a dry run).
     pub fn is_destructive(self) -> bool {
-        matches!(self, Operation::ExpireSnapshots | Operation::RemoveOrphanFiles)
+        matches!(
+            self,
+            Operation::ExpireSnapshots | Operation::RemoveOrphanFiles
+        )
     }
 }
 

@@ -15,7 +15,11 @@ pub fn bytes(b: u64) -> String {
         v /= 1024.0;
         i += 1;
     }
-    if i == 0 { format!("{b} B") } else { format!("{v:.1} {}", UNITS[i]) }
+    if i == 0 {
+        format!("{b} B")
+    } else {
+        format!("{v:.1} {}", UNITS[i])
+    }
 }
 
 fn usd(v: f64) -> String {
@@ -29,32 +33,53 @@ fn usd(v: f64) -> String {
 }
 
 fn utc(ms: i64) -> String {
-    chrono::DateTime::from_timestamp_millis(ms)
-        .map_or_else(|| ms.to_string(), |t| t.format("%Y-%m-%d %H:%M UTC").to_string())
+    chrono::DateTime::from_timestamp_millis(ms).map_or_else(
+        || ms.to_string(),
+        |t| t.format("%Y-%m-%d %H:%M UTC").to_string(),
+    )
 }
 
 fn measured(f: &Finding) -> String {
     match f.unit.as_str() {
-        "ratio" | "coverage" => format!("{:.0}% (threshold {:.0}%)", f.measured * 100.0, f.threshold * 100.0),
-        unit => format!("{} {unit} (threshold {})", trim(f.measured), trim(f.threshold)),
+        "ratio" | "coverage" => format!(
+            "{:.0}% (threshold {:.0}%)",
+            f.measured * 100.0,
+            f.threshold * 100.0
+        ),
+        unit => format!(
+            "{} {unit} (threshold {})",
+            trim(f.measured),
+            trim(f.threshold)
+        ),
     }
 }
 
 fn trim(v: f64) -> String {
-    if (v - v.round()).abs() < 1e-9 { format!("{v:.0}") } else { format!("{v:.1}") }
+    if (v - v.round()).abs() < 1e-9 {
+        format!("{v:.0}")
+    } else {
+        format!("{v:.1}")
+    }
 }
 
 /// One line per table: grade, score, size, files, snapshots, deletes, monthly cost.
 pub fn fleet_table(scans: &[TableScan], reports: &[HealthReport]) -> String {
     let mut out = String::new();
-    let width = reports.iter().map(|r| r.table.to_string().len()).max().unwrap_or(5).max(5);
+    let width = reports
+        .iter()
+        .map(|r| r.table.to_string().len())
+        .max()
+        .unwrap_or(5)
+        .max(5);
     let _ = writeln!(
         out,
         "{:<width$}  GRADE  SCORE  {:>7}  {:>10}  {:>9}  {:>8}  {:>10}",
         "TABLE", "FILES", "SIZE", "SNAPSHOTS", "DELETES", "COST/MONTH"
     );
     for r in reports {
-        let Some(s) = scans.iter().find(|s| s.table == r.table) else { continue };
+        let Some(s) = scans.iter().find(|s| s.table == r.table) else {
+            continue;
+        };
         let _ = writeln!(
             out,
             "{:<width$}  {:<5}  {:>5}  {:>7}  {:>10}  {:>9}  {:>8}  {:>10}",
@@ -83,7 +108,13 @@ pub fn health_report(r: &HealthReport) -> String {
             Severity::Crit => "CRIT",
             Severity::Warn => "WARN",
         };
-        let _ = writeln!(out, "  {sev} -{:<2} {:<24} {}", f.points, f.code, measured(f));
+        let _ = writeln!(
+            out,
+            "  {sev} -{:<2} {:<24} {}",
+            f.points,
+            f.code,
+            measured(f)
+        );
         let _ = writeln!(out, "           {}", f.reason);
         let _ = writeln!(out, "           fix: {}", f.remedy);
     }
@@ -95,11 +126,20 @@ pub fn health_report(r: &HealthReport) -> String {
         usd(c.request_usd_month)
     );
     if c.retained_by_snapshots_bytes > 0 {
-        let _ = write!(out, "; {} held only by old snapshots", bytes(c.retained_by_snapshots_bytes));
+        let _ = write!(
+            out,
+            "; {} held only by old snapshots",
+            bytes(c.retained_by_snapshots_bytes)
+        );
     }
     out.push('\n');
     for s in &c.savings {
-        let _ = write!(out, "        {} saves {}/month", s.operation, usd(s.usd_month));
+        let _ = write!(
+            out,
+            "        {} saves {}/month",
+            s.operation,
+            usd(s.usd_month)
+        );
         if s.files_fewer > 0 {
             let _ = write!(out, " ({} fewer files to open)", s.files_fewer);
         }
@@ -119,34 +159,58 @@ fn step_line(step: &PlannedStep) -> String {
         format!("{parts} partitions in {} chunks", step.chunks.len())
     };
     let detail = match &step.params {
-        StepParams::RewriteDataFiles { target_file_size_bytes, .. } => format!(
+        StepParams::RewriteDataFiles {
+            target_file_size_bytes,
+            ..
+        } => format!(
             "{scope}: {} files / {} -> ~{} files of {}",
             step.input_files(),
             bytes(step.input_bytes()),
-            step.chunks.iter().map(|c| c.expected_output_files).sum::<u64>(),
+            step.chunks
+                .iter()
+                .map(|c| c.expected_output_files)
+                .sum::<u64>(),
             bytes(*target_file_size_bytes)
         ),
         StepParams::ConvertEqualityDeletes {} | StepParams::RewritePositionDeletes { .. } => {
-            format!("{scope}: {} files / {}", step.input_files(), bytes(step.input_bytes()))
+            format!(
+                "{scope}: {} files / {}",
+                step.input_files(),
+                bytes(step.input_bytes())
+            )
         }
         StepParams::ComputeStatistics { .. } => "all columns".to_string(),
-        StepParams::RewriteManifests { target_manifest_size_bytes } => format!(
+        StepParams::RewriteManifests {
+            target_manifest_size_bytes,
+        } => format!(
             "{} manifests -> manifests of ~{}",
             step.input_files(),
             bytes(*target_manifest_size_bytes)
         ),
-        StepParams::ExpireSnapshots { older_than_ms, retain_last, .. } => format!(
+        StepParams::ExpireSnapshots {
+            older_than_ms,
+            retain_last,
+            ..
+        } => format!(
             "{} snapshots older than {}, keeping the newest {retain_last}",
             step.input_files(),
             utc(*older_than_ms)
         ),
-        StepParams::RemoveOrphanFiles { older_than_ms, dry_run, .. } => format!(
+        StepParams::RemoveOrphanFiles {
+            older_than_ms,
+            dry_run,
+            ..
+        } => format!(
             "files older than {}{}",
             utc(*older_than_ms),
             if *dry_run { " (dry run)" } else { "" }
         ),
     };
-    format!("{:<26} {detail}  [{}]", step.operation.as_str(), step.because.join(", "))
+    format!(
+        "{:<26} {detail}  [{}]",
+        step.operation.as_str(),
+        step.because.join(", ")
+    )
 }
 
 /// The plan, table by table.

@@ -190,8 +190,14 @@ mod tests {
     #[test]
     fn infers_kind_like_pyiceberg() {
         let c = |p: &[(&str, &str)]| CatalogConfig::new("c", p.iter().copied()).kind();
-        assert_eq!(c(&[("uri", "sqlite:////tmp/c.db")]).unwrap(), CatalogKind::Sql);
-        assert_eq!(c(&[("uri", "http://127.0.0.1:8181")]).unwrap(), CatalogKind::Rest);
+        assert_eq!(
+            c(&[("uri", "sqlite:////tmp/c.db")]).unwrap(),
+            CatalogKind::Sql
+        );
+        assert_eq!(
+            c(&[("uri", "http://127.0.0.1:8181")]).unwrap(),
+            CatalogKind::Rest
+        );
         assert_eq!(c(&[("warehouse", "/tmp/wh")]).unwrap(), CatalogKind::Hadoop);
         assert_eq!(
             c(&[("metadata-location", "/t/metadata/v1.metadata.json")]).unwrap(),
@@ -217,8 +223,14 @@ mod tests {
         for s in ["hunter22", "s3cr3t-value", "AKIASECRETKEY", "tok-123456"] {
             assert!(!dbg.contains(s), "{s} leaked in {dbg}");
         }
-        let msg = cfg.redact("failed with tok-123456 and s3cr3t-value at https://user:hunter22@cat.example.com/api");
-        assert!(!msg.contains("tok-123456") && !msg.contains("s3cr3t-value") && !msg.contains("hunter22"));
+        let msg = cfg.redact(
+            "failed with tok-123456 and s3cr3t-value at https://user:hunter22@cat.example.com/api",
+        );
+        assert!(
+            !msg.contains("tok-123456")
+                && !msg.contains("s3cr3t-value")
+                && !msg.contains("hunter22")
+        );
         assert!(msg.contains("https://user:***@cat.example.com/api"));
     }
 }

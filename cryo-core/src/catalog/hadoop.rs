@@ -28,7 +28,10 @@ pub(crate) async fn current_metadata_file(
                 }
             }
         }
-        tracing::warn!(table, "version-hint.text is stale or invalid; listing metadata/");
+        tracing::warn!(
+            table,
+            "version-hint.text is stale or invalid; listing metadata/"
+        );
     }
     let listed = storage.list(&format!("{dir}/metadata/")).await?;
     listed

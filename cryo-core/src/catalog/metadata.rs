@@ -18,7 +18,9 @@ pub async fn read_table_metadata(
     location: &str,
 ) -> Result<TableMetadataRef> {
     let bytes = storage.read_all(location).await.map_err(|e| match e {
-        Error::Storage { message, source, .. } => Error::Metadata {
+        Error::Storage {
+            message, source, ..
+        } => Error::Metadata {
             table: table.to_string(),
             location: location.to_string(),
             message: format!("cannot read metadata file: {message}"),
@@ -58,7 +60,11 @@ pub fn parse_table_metadata(table: &str, location: &str, bytes: &[u8]) -> Result
         });
     }
     serde_json::from_value(value).map_err(|e| {
-        Error::metadata(table, location, format!("does not match the Iceberg spec: {e}"))
+        Error::metadata(
+            table,
+            location,
+            format!("does not match the Iceberg spec: {e}"),
+        )
     })
 }
 

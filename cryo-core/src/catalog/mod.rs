@@ -110,7 +110,9 @@ impl TableId {
             }
         }
         if quoted {
-            return Err(Error::validation(format!("table identifier `{s}`: unbalanced quote")));
+            return Err(Error::validation(format!(
+                "table identifier `{s}`: unbalanced quote"
+            )));
         }
         parts.push(cur);
         if parts.len() < 2 || parts.iter().any(String::is_empty) {
@@ -124,7 +126,10 @@ impl TableId {
 
     /// Upstream identifier.
     pub fn to_iceberg(&self) -> Result<TableIdent> {
-        Ok(TableIdent::new(self.namespace.to_iceberg()?, self.name.clone()))
+        Ok(TableIdent::new(
+            self.namespace.to_iceberg()?,
+            self.name.clone(),
+        ))
     }
 
     /// All parts, namespace first.
@@ -166,7 +171,11 @@ impl LoadedTable {
     /// run on the current one).
     pub fn to_iceberg(&self) -> Result<iceberg::table::Table> {
         let runtime = iceberg::Runtime::try_current().map_err(|e| {
-            Error::config(format!("{}: upstream tables need a Tokio runtime: {}", self.id, e.message()))
+            Error::config(format!(
+                "{}: upstream tables need a Tokio runtime: {}",
+                self.id,
+                e.message()
+            ))
         })?;
         let mut b = iceberg::table::Table::builder()
             .runtime(runtime)
@@ -380,8 +389,14 @@ impl Catalog {
                 let table = iceberg::Catalog::load_table(r.as_ref(), &id.to_iceberg()?)
                     .await
                     .map_err(|e| {
-                        if matches!(e.kind(), iceberg::ErrorKind::TableNotFound | iceberg::ErrorKind::NamespaceNotFound) {
-                            Error::NotFound { what: format!("table {id} in catalog `{}`", self.config.name) }
+                        if matches!(
+                            e.kind(),
+                            iceberg::ErrorKind::TableNotFound
+                                | iceberg::ErrorKind::NamespaceNotFound
+                        ) {
+                            Error::NotFound {
+                                what: format!("table {id} in catalog `{}`", self.config.name),
+                            }
                         } else {
                             catalog_err(&self.config, &format!("load table {table_name}"), &e)
                         }
@@ -442,7 +457,9 @@ impl Catalog {
     /// have no namespace objects (a namespace is a directory, created with its first table).
     pub async fn create_namespace(&self, ns: &Namespace) -> Result<()> {
         if ns.0.is_empty() || ns.0.iter().any(String::is_empty) {
-            return Err(Error::validation(format!("namespace `{ns}` has an empty level")));
+            return Err(Error::validation(format!(
+                "namespace `{ns}` has an empty level"
+            )));
         }
         match &self.backend {
             Backend::Sql(s) => s.create_namespace(ns).await,
@@ -451,11 +468,19 @@ impl Catalog {
                 let ident = ns.to_iceberg()?;
                 let exists = iceberg::Catalog::namespace_exists(r.as_ref(), &ident)
                     .await
-                    .map_err(|e| catalog_err(&self.config, &format!("create namespace {ns}"), &e))?;
+                    .map_err(|e| {
+                        catalog_err(&self.config, &format!("create namespace {ns}"), &e)
+                    })?;
                 if !exists {
-                    iceberg::Catalog::create_namespace(r.as_ref(), &ident, std::collections::HashMap::new())
-                        .await
-                        .map_err(|e| catalog_err(&self.config, &format!("create namespace {ns}"), &e))?;
+                    iceberg::Catalog::create_namespace(
+                        r.as_ref(),
+                        &ident,
+                        std::collections::HashMap::new(),
+                    )
+                    .await
+                    .map_err(|e| {
+                        catalog_err(&self.config, &format!("create namespace {ns}"), &e)
+                    })?;
                 }
                 Ok(())
             }
@@ -504,8 +529,7 @@ impl Catalog {
 
     async fn load_from_location(&self, id: &TableId, location: String) -> Result<LoadedTable> {
         let storage = self.storage();
-        let metadata =
-            metadata::read_table_metadata(&storage, &id.to_string(), &location).await?;
+        let metadata = metadata::read_table_metadata(&storage, &id.to_string(), &location).await?;
         let props = self.config.storage_properties();
         Ok(LoadedTable {
             id: id.clone(),
@@ -557,7 +581,10 @@ mod tests {
             let id = TableId::parse(s).unwrap();
             assert_eq!(TableId::parse(&id.to_string()).unwrap(), id, "{s}");
         }
-        assert_eq!(TableId::parse("\"my.ns\".t").unwrap().namespace.0, vec!["my.ns"]);
+        assert_eq!(
+            TableId::parse("\"my.ns\".t").unwrap().namespace.0,
+            vec!["my.ns"]
+        );
         assert!(TableId::parse("t").is_err());
         assert!(TableId::parse("a..t").is_err());
         assert!(TableId::parse("\"a.t").is_err());

@@ -40,8 +40,17 @@ pub const S3_ALLOW_ANONYMOUS: &str = "s3.allow-anonymous";
 /// Whether a property holds a credential that must never be logged, stored or shown.
 pub fn is_secret(key: &str) -> bool {
     let k = key.to_ascii_lowercase();
-    ["secret", "token", "credential", "password", "access-key", "sas", "account-key", "private"]
-        .iter()
-        .any(|s| k.contains(s))
+    [
+        "secret",
+        "token",
+        "credential",
+        "password",
+        "access-key",
+        "sas",
+        "account-key",
+        "private",
+    ]
+    .iter()
+    .any(|s| k.contains(s))
         || k.starts_with("header.")
 }

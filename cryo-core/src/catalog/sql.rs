@@ -16,8 +16,8 @@ use std::path::PathBuf;
 use std::str::FromStr;
 use std::time::Duration;
 
-use sqlx::sqlite::{SqliteConnectOptions, SqlitePool, SqlitePoolOptions};
 use sqlx::Row;
+use sqlx::sqlite::{SqliteConnectOptions, SqlitePool, SqlitePoolOptions};
 
 use super::{CatalogConfig, Namespace, TableId, props};
 use crate::error::{Error, Result};
@@ -190,9 +190,10 @@ impl SqlCatalog {
         if rows.is_empty() {
             return Ok(SqlSchemaVersion::Empty);
         }
-        let has_type = rows
-            .iter()
-            .any(|r| r.try_get::<String, _>(0).is_ok_and(|n| n.eq_ignore_ascii_case("iceberg_type")));
+        let has_type = rows.iter().any(|r| {
+            r.try_get::<String, _>(0)
+                .is_ok_and(|n| n.eq_ignore_ascii_case("iceberg_type"))
+        });
         Ok(if has_type {
             SqlSchemaVersion::V1
         } else {
@@ -227,11 +228,12 @@ impl SqlCatalog {
         if version == SqlSchemaVersion::Empty {
             return Ok(Vec::new());
         }
-        let has_props = sqlx::query("SELECT 1 FROM pragma_table_info('iceberg_namespace_properties')")
-            .fetch_optional(&self.pool)
-            .await
-            .map_err(|e| db_err(&self.name, "inspect schema", e))?
-            .is_some();
+        let has_props =
+            sqlx::query("SELECT 1 FROM pragma_table_info('iceberg_namespace_properties')")
+                .fetch_optional(&self.pool)
+                .await
+                .map_err(|e| db_err(&self.name, "inspect schema", e))?
+                .is_some();
         let sql = if has_props {
             "SELECT table_namespace FROM iceberg_tables WHERE catalog_name = ?1
              UNION SELECT namespace FROM iceberg_namespace_properties WHERE catalog_name = ?1"
@@ -297,7 +299,11 @@ impl SqlCatalog {
             .map_err(|e| db_err(&self.name, "load table", e))?;
         match row.and_then(|r| r.try_get::<Option<String>, _>(0).ok()) {
             Some(Some(loc)) => Ok(loc),
-            Some(None) => Err(Error::metadata(id, "<catalog>", "catalog row has no metadata_location")),
+            Some(None) => Err(Error::metadata(
+                id,
+                "<catalog>",
+                "catalog row has no metadata_location",
+            )),
             None => Err(Error::NotFound {
                 what: format!("table {id} in catalog `{}`", self.name),
             }),
@@ -368,14 +374,26 @@ mod tests {
 
     #[test]
     fn sqlite_uris() {
-        assert_eq!(sqlite_path("sqlite:////tmp/c.db").unwrap(), PathBuf::from("/tmp/c.db"));
-        assert_eq!(sqlite_path("sqlite:///rel/c.db").unwrap(), PathBuf::from("rel/c.db"));
+        assert_eq!(
+            sqlite_path("sqlite:////tmp/c.db").unwrap(),
+            PathBuf::from("/tmp/c.db")
+        );
+        assert_eq!(
+            sqlite_path("sqlite:///rel/c.db").unwrap(),
+            PathBuf::from("rel/c.db")
+        );
         assert_eq!(
             sqlite_path("sqlite+pysqlite:////tmp/c.db").unwrap(),
             PathBuf::from("/tmp/c.db")
         );
-        assert_eq!(sqlite_path("jdbc:sqlite:/tmp/c.db").unwrap(), PathBuf::from("/tmp/c.db"));
-        assert_eq!(sqlite_path("sqlite:/tmp/c.db?mode=ro").unwrap(), PathBuf::from("/tmp/c.db"));
+        assert_eq!(
+            sqlite_path("jdbc:sqlite:/tmp/c.db").unwrap(),
+            PathBuf::from("/tmp/c.db")
+        );
+        assert_eq!(
+            sqlite_path("sqlite:/tmp/c.db?mode=ro").unwrap(),
+            PathBuf::from("/tmp/c.db")
+        );
         assert!(sqlite_path("sqlite:///:memory:").is_err());
         assert!(sqlite_path("postgresql://x").is_err());
     }

@@ -29,7 +29,9 @@ pub struct CheckInfo {
 
 impl std::fmt::Debug for CheckInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("CheckInfo").field("code", &self.code).finish_non_exhaustive()
+        f.debug_struct("CheckInfo")
+            .field("code", &self.code)
+            .finish_non_exhaustive()
     }
 }
 
@@ -98,8 +100,15 @@ fn mib(bytes: u64) -> String {
 /// Files the live data would need if every file were the target size, with at least one per
 /// partition that holds data.
 pub(crate) fn ideal_files(scan: &TableScan) -> u64 {
-    let by_size = scan.data_files.bytes.div_ceil(scan.write.target_file_size_bytes.max(1));
-    let partitions = scan.partitions.iter().filter(|p| p.data_files.count > 0).count() as u64;
+    let by_size = scan
+        .data_files
+        .bytes
+        .div_ceil(scan.write.target_file_size_bytes.max(1));
+    let partitions = scan
+        .partitions
+        .iter()
+        .filter(|p| p.data_files.count > 0)
+        .count() as u64;
     by_size.max(partitions).max(1)
 }
 
@@ -172,7 +181,11 @@ fn snapshot_count(c: &Ctx<'_>) -> Option<Finding> {
         100.0 * c.sf,
         500.0 * c.sf,
         "snapshots",
-        |_| format!("{n} snapshots in the metadata; every commit rewrites and every planner parses them"),
+        |_| {
+            format!(
+                "{n} snapshots in the metadata; every commit rewrites and every planner parses them"
+            )
+        },
         op(Operation::ExpireSnapshots),
     )
 }
@@ -210,7 +223,10 @@ fn snapshot_age(c: &Ctx<'_>) -> Option<Finding> {
 
 fn manifests_per_snapshot(c: &Ctx<'_>) -> Option<Finding> {
     let m = &c.scan.manifests;
-    let ideal = (m.total_bytes.div_ceil(c.scan.write.manifest_target_size_bytes.max(1))).max(1);
+    let ideal = (m
+        .total_bytes
+        .div_ceil(c.scan.write.manifest_target_size_bytes.max(1)))
+    .max(1);
     let count = m.count as f64;
     let warn = (16.0 * c.sf).max(4.0 * ideal as f64);
     let crit = (100.0 * c.sf).max(20.0 * ideal as f64);
@@ -220,7 +236,12 @@ fn manifests_per_snapshot(c: &Ctx<'_>) -> Option<Finding> {
         warn,
         crit,
         "manifests",
-        |_| format!("the current snapshot lists {} manifests; planning opens each one", m.count),
+        |_| {
+            format!(
+                "the current snapshot lists {} manifests; planning opens each one",
+                m.count
+            )
+        },
         op(Operation::RewriteManifests),
     )
 }
@@ -280,11 +301,7 @@ fn position_delete_files(c: &Ctx<'_>) -> Option<Finding> {
         0.10,
         0.50,
         "per data file",
-        |_| {
-            format!(
-                "{files} position-delete files over {data} data files; every read merges them"
-            )
-        },
+        |_| format!("{files} position-delete files over {data} data files; every read merges them"),
         op(Operation::RewritePositionDeletes),
     )
 }
@@ -340,7 +357,11 @@ fn dangling_deletes(c: &Ctx<'_>) -> Option<Finding> {
         1.0,
         (16.0 * c.sf).max(d.files() as f64 * 0.5).max(2.0),
         "files",
-        |_| format!("{dangling} delete files no longer apply to any live data file but are still read"),
+        |_| {
+            format!(
+                "{dangling} delete files no longer apply to any live data file but are still read"
+            )
+        },
         op(Operation::RewritePositionDeletes),
     )
 }
@@ -371,7 +392,13 @@ fn partition_skew(c: &Ctx<'_>) -> Option<Finding> {
         10.0,
         100.0,
         "x median",
-        |_| format!("largest partition holds {} against a median of {}", mib(max), mib(median)),
+        |_| {
+            format!(
+                "largest partition holds {} against a median of {}",
+                mib(max),
+                mib(median)
+            )
+        },
         Remedy::Repartition {
             suggestion: "add a bucket or finer time transform on the hot key".to_string(),
         },
@@ -411,7 +438,9 @@ fn over_partitioning(c: &Ctx<'_>) -> Option<Finding> {
             )
         },
         Remedy::Repartition {
-            suggestion: "use a coarser transform (e.g. day → month, drop a high-cardinality identity field)".to_string(),
+            suggestion:
+                "use a coarser transform (e.g. day → month, drop a high-cardinality identity field)"
+                    .to_string(),
         },
     )
 }
@@ -436,7 +465,13 @@ fn files_in_old_specs(c: &Ctx<'_>) -> Option<Finding> {
         0.10,
         0.50,
         "ratio",
-        |_| format!("{} of the data ({}) is still laid out by an older partition spec", pct(share), mib(old)),
+        |_| {
+            format!(
+                "{} of the data ({}) is still laid out by an older partition spec",
+                pct(share),
+                mib(old)
+            )
+        },
         op(Operation::RewriteDataFiles),
     )
 }
@@ -532,7 +567,8 @@ fn format_version(c: &Ctx<'_>) -> Option<Finding> {
         measured: f64::from(c.scan.format_version),
         threshold: 2.0,
         unit: "format version".to_string(),
-        reason: "format v1: no row-level deletes, no sequence numbers, weaker concurrent commits".to_string(),
+        reason: "format v1: no row-level deletes, no sequence numbers, weaker concurrent commits"
+            .to_string(),
         remedy: Remedy::TableProperty {
             key: "format-version".to_string(),
             value: "2".to_string(),
@@ -551,7 +587,9 @@ fn compression_codec(c: &Ctx<'_>) -> Option<Finding> {
         measured: 0.0,
         threshold: 1.0,
         unit: "compressed".to_string(),
-        reason: format!("write.parquet.compression-codec={codec}: files are 3-5x larger than with zstd"),
+        reason: format!(
+            "write.parquet.compression-codec={codec}: files are 3-5x larger than with zstd"
+        ),
         remedy: Remedy::TableProperty {
             key: "write.parquet.compression-codec".to_string(),
             value: "zstd".to_string(),
@@ -699,9 +737,8 @@ pub static CHECKS: &[CheckInfo] = &[
 
 /// The checks as a Markdown table (the source of `docs/grading.md`).
 pub fn checks_markdown() -> String {
-    let mut out = String::from(
-        "| code | measures | thresholds and why | fix |\n|---|---|---|---|\n",
-    );
+    let mut out =
+        String::from("| code | measures | thresholds and why | fix |\n|---|---|---|---|\n");
     for c in CHECKS {
         out.push_str(&format!(
             "| `{}` | {} | {} | {} |\n",

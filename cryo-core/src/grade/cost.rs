@@ -53,7 +53,9 @@ impl CostModel {
             ("gets_per_file_read", self.gets_per_file_read),
         ] {
             if !v.is_finite() || v < 0.0 {
-                return Err(Error::validation(format!("cost model: {name} must be a non-negative number")));
+                return Err(Error::validation(format!(
+                    "cost model: {name} must be a non-negative number"
+                )));
             }
         }
         Ok(())
@@ -151,7 +153,8 @@ pub fn estimate(scan: &TableScan, model: &CostModel, now_ms: i64) -> CostReport 
             usd_month: round_usd(model.reads(fewer as f64)),
         });
     }
-    let dangling = scan.delete_files.position.dangling + scan.delete_files.deletion_vectors.dangling;
+    let dangling =
+        scan.delete_files.position.dangling + scan.delete_files.deletion_vectors.dangling;
     if dangling > 0 {
         savings.push(OpSaving {
             operation: Operation::RewritePositionDeletes,
@@ -171,7 +174,9 @@ pub fn estimate(scan: &TableScan, model: &CostModel, now_ms: i64) -> CostReport 
             operation: Operation::RewriteManifests,
             bytes_freed: 0,
             files_fewer: fewer_manifests,
-            usd_month: round_usd(model.reads(fewer_manifests as f64 / model.gets_per_file_read.max(1.0))),
+            usd_month: round_usd(
+                model.reads(fewer_manifests as f64 / model.gets_per_file_read.max(1.0)),
+            ),
         });
     }
     if retained > 0 {

@@ -220,7 +220,11 @@ pub struct HealthReport {
 impl HealthReport {
     /// Operations the findings call for, in execution order, without repeats.
     pub fn operations(&self) -> Vec<Operation> {
-        let mut ops: Vec<Operation> = self.findings.iter().filter_map(|f| f.remedy.operation()).collect();
+        let mut ops: Vec<Operation> = self
+            .findings
+            .iter()
+            .filter_map(|f| f.remedy.operation())
+            .collect();
         ops.sort();
         ops.dedup();
         ops
@@ -255,7 +259,11 @@ pub fn grade(scan: &TableScan, options: &GradeOptions, now_ms: i64) -> Result<He
             None => passed.push(check.code.to_string()),
         }
     }
-    findings.sort_by(|a, b| b.severity.cmp(&a.severity).then_with(|| a.code.cmp(&b.code)));
+    findings.sort_by(|a, b| {
+        b.severity
+            .cmp(&a.severity)
+            .then_with(|| a.code.cmp(&b.code))
+    });
     let lost: u32 = findings.iter().map(|f| f.points).sum();
     let score = 100u32.saturating_sub(lost);
     Ok(HealthReport {

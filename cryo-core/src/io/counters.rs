@@ -164,7 +164,10 @@ mod tests {
             PathKind::of(&format!("{t}/data/d=1/00000-0-x.parquet")),
             PathKind::DataFile
         );
-        assert_eq!(PathKind::of(&format!("{t}/data/x.avro")), PathKind::DataFile);
+        assert_eq!(
+            PathKind::of(&format!("{t}/data/x.avro")),
+            PathKind::DataFile
+        );
         assert_eq!(
             PathKind::of(&format!("{t}/metadata/x.stats")),
             PathKind::Puffin

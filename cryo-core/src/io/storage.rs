@@ -128,7 +128,8 @@ pub struct ObjectStorageFactory {
 
 impl fmt::Debug for ObjectStorageFactory {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("ObjectStorageFactory").finish_non_exhaustive()
+        f.debug_struct("ObjectStorageFactory")
+            .finish_non_exhaustive()
     }
 }
 
@@ -377,9 +378,8 @@ fn storage_error(location: &str, op: &str, e: object_store::Error) -> Error {
     let (message, retryable) = match &e {
         object_store::Error::NotFound { .. } => (format!("{op}: file not found"), false),
         object_store::Error::AlreadyExists { .. } => (format!("{op}: file already exists"), false),
-        object_store::Error::PermissionDenied { .. } | object_store::Error::Unauthenticated { .. } => {
-            (format!("{op}: access denied"), false)
-        }
+        object_store::Error::PermissionDenied { .. }
+        | object_store::Error::Unauthenticated { .. } => (format!("{op}: access denied"), false),
         _ => (format!("{op} failed"), true),
     };
     Error::Storage {
@@ -598,9 +598,22 @@ mod tests {
     async fn memory_roundtrip_and_create_if_absent() {
         let storage = ObjectStorageFactory::new().storage(HashMap::new());
         let loc = "memory://unit-rt/t/metadata/v1.metadata.json";
-        assert!(storage.write_if_absent(loc, Bytes::from_static(b"{}")).await.unwrap());
-        assert!(!storage.write_if_absent(loc, Bytes::from_static(b"{}")).await.unwrap());
-        assert_eq!(storage.read_all(loc).await.unwrap(), Bytes::from_static(b"{}"));
+        assert!(
+            storage
+                .write_if_absent(loc, Bytes::from_static(b"{}"))
+                .await
+                .unwrap()
+        );
+        assert!(
+            !storage
+                .write_if_absent(loc, Bytes::from_static(b"{}"))
+                .await
+                .unwrap()
+        );
+        assert_eq!(
+            storage.read_all(loc).await.unwrap(),
+            Bytes::from_static(b"{}")
+        );
         let listed = storage.list("memory://unit-rt/t").await.unwrap();
         assert_eq!(listed.len(), 1);
         assert_eq!(listed[0].location, loc);

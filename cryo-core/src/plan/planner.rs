@@ -138,8 +138,13 @@ impl PlanOptions {
         if self.max_partitions_per_chunk == 0 {
             return bad("max_partitions_per_chunk must be at least 1");
         }
-        if self.min_input_files == 0 || self.min_position_delete_files == 0 || self.delete_file_threshold == 0 {
-            return bad("min_input_files, min_position_delete_files and delete_file_threshold must be at least 1");
+        if self.min_input_files == 0
+            || self.min_position_delete_files == 0
+            || self.delete_file_threshold == 0
+        {
+            return bad(
+                "min_input_files, min_position_delete_files and delete_file_threshold must be at least 1",
+            );
         }
         if !(self.deleted_row_ratio > 0.0 && self.deleted_row_ratio <= 1.0) {
             return bad("deleted_row_ratio must be in (0, 1]");
@@ -151,7 +156,9 @@ impl PlanOptions {
             return bad("expiry retention must not be negative");
         }
         if self.orphans.retention_ms < DAY_MS {
-            return bad("orphans.retention_ms must be at least one day: younger files may belong to commits in flight");
+            return bad(
+                "orphans.retention_ms must be at least one day: younger files may belong to commits in flight",
+            );
         }
         if self.cooldowns_ms.values().any(|c| *c < 0) {
             return bad("cooldowns must not be negative");
@@ -218,7 +225,13 @@ struct Candidate<'a> {
     score: f64,
 }
 
-fn to_target(scan: &TableScan, p: &PartitionStats, files: u64, bytes: u64, score: f64) -> Option<PartitionTarget> {
+fn to_target(
+    scan: &TableScan,
+    p: &PartitionStats,
+    files: u64,
+    bytes: u64,
+    score: f64,
+) -> Option<PartitionTarget> {
     let spec = scan.partitioning.spec(p.spec_id)?;
     let mut predicate = Vec::new();
     for (field, value) in spec.fields.iter().zip(&p.values) {
@@ -241,15 +254,22 @@ fn to_target(scan: &TableScan, p: &PartitionStats, files: u64, bytes: u64, score
 ///
 /// Returns the chunks and the number of partitions left out because no predicate on source
 /// columns selects them (e.g. a partition field whose source column was dropped).
-fn pack(scan: &TableScan, mut cands: Vec<Candidate<'_>>, options: &PlanOptions, whole: bool) -> (Vec<Chunk>, usize) {
+fn pack(
+    scan: &TableScan,
+    mut cands: Vec<Candidate<'_>>,
+    options: &PlanOptions,
+    whole: bool,
+) -> (Vec<Chunk>, usize) {
     let target = scan.write.target_file_size_bytes.max(1);
     if cands.is_empty() {
         return (Vec::new(), 0);
     }
     // Files of an unpartitioned spec can only be selected by rewriting the whole table.
-    let unpartitioned = cands
-        .iter()
-        .any(|c| scan.partitioning.spec(c.p.spec_id).is_none_or(|s| s.is_unpartitioned()));
+    let unpartitioned = cands.iter().any(|c| {
+        scan.partitioning
+            .spec(c.p.spec_id)
+            .is_none_or(|s| s.is_unpartitioned())
+    });
     if whole || unpartitioned {
         let files = cands.iter().map(|c| c.files).sum();
         let bytes = cands.iter().map(|c| c.bytes).sum::<u64>();
@@ -375,12 +395,19 @@ pub fn plan_table(
     let mut needs_property = Vec::new();
     for f in &report.findings {
         match &f.remedy {
-            Remedy::TableProperty { key, value, then: Some(op) } => needs_property.push((*op, f.code.clone(), key.clone(), value.clone())),
+            Remedy::TableProperty {
+                key,
+                value,
+                then: Some(op),
+            } => needs_property.push((*op, f.code.clone(), key.clone(), value.clone())),
             r => called_for.extend(r.operation()),
         }
     }
     let skip = |plan: &mut TablePlan, op: Operation, reason: String| {
-        plan.skipped.push(SkippedStep { operation: op, reason });
+        plan.skipped.push(SkippedStep {
+            operation: op,
+            reason,
+        });
     };
 
     // Gates that apply to every operation.
@@ -428,24 +455,25 @@ pub fn plan_table(
     let mut unselectable: Vec<(Operation, usize)> = Vec::new();
 
     // Apply the byte budget to a partitioned step: keep chunks while they fit.
-    let mut within_budget = |op: Operation, chunks: Vec<Chunk>, budget_left: &mut u64| -> Vec<Chunk> {
-        let mut kept = Vec::new();
-        let (mut n, mut b) = (0usize, 0u64);
-        for mut c in chunks {
-            if c.input_bytes <= *budget_left {
-                *budget_left -= c.input_bytes;
-                c.index = kept.len() as u32;
-                kept.push(c);
-            } else {
-                n += c.partitions.len().max(1);
-                b += c.input_bytes;
+    let mut within_budget =
+        |op: Operation, chunks: Vec<Chunk>, budget_left: &mut u64| -> Vec<Chunk> {
+            let mut kept = Vec::new();
+            let (mut n, mut b) = (0usize, 0u64);
+            for mut c in chunks {
+                if c.input_bytes <= *budget_left {
+                    *budget_left -= c.input_bytes;
+                    c.index = kept.len() as u32;
+                    kept.push(c);
+                } else {
+                    n += c.partitions.len().max(1);
+                    b += c.input_bytes;
+                }
             }
-        }
-        if n > 0 {
-            deferred.push((op, n, b));
-        }
-        kept
-    };
+            if n > 0 {
+                deferred.push((op, n, b));
+            }
+            kept
+        };
 
     // 1. Convert equality deletes: partitions carrying them (the whole table when they are global).
     let op = Operation::ConvertEqualityDeletes;
@@ -455,7 +483,10 @@ pub fn plan_table(
         } else {
             let global = scan.partitions.iter().any(|p| {
                 p.delete_files.equality.files > 0
-                    && scan.partitioning.spec(p.spec_id).is_none_or(|s| s.is_unpartitioned())
+                    && scan
+                        .partitioning
+                        .spec(p.spec_id)
+                        .is_none_or(|s| s.is_unpartitioned())
             });
             let cands: Vec<Candidate<'_>> = scan
                 .partitions
@@ -466,7 +497,8 @@ pub fn plan_table(
                     p,
                     files: p.data_files.count + p.delete_files.files(),
                     bytes: p.rewrite_bytes(),
-                    score: (p.delete_files.equality.files as f64 * 4.0 + p.delete_files.equality.records as f64 / 1000.0)
+                    score: (p.delete_files.equality.files as f64 * 4.0
+                        + p.delete_files.equality.records as f64 / 1000.0)
                         / (p.rewrite_bytes() as f64 / GIB as f64).max(1.0 / 1024.0),
                 })
                 .collect();
@@ -507,7 +539,8 @@ pub fn plan_table(
                 0.0
             };
             let apply_deletes = p.delete_files.files() > 0
-                && (deleted_share >= options.deleted_row_ratio || p.delete_files.files() >= d.count.max(1));
+                && (deleted_share >= options.deleted_row_ratio
+                    || p.delete_files.files() >= d.count.max(1));
             let compact = d.small_count >= u64::from(options.min_input_files);
             if !(compact || apply_deletes || (old_spec && d.count > 0)) {
                 return None;
@@ -515,7 +548,10 @@ pub fn plan_table(
             // Bin-pack rewrites the small files (all files when deletes are applied or the spec
             // changed); sorting rewrites the partition.
             let (files, bytes) = if sorts || apply_deletes || old_spec {
-                (d.count + p.delete_files.files(), d.bytes + p.delete_files.bytes())
+                (
+                    d.count + p.delete_files.files(),
+                    d.bytes + p.delete_files.bytes(),
+                )
             } else {
                 (d.small_count, d.small_bytes)
             };
@@ -547,7 +583,8 @@ pub fn plan_table(
         .filter(|p| {
             let pd = &p.delete_files;
             let files = pd.position.files + pd.deletion_vectors.files;
-            files >= u64::from(options.min_position_delete_files) || pd.position.dangling + pd.deletion_vectors.dangling > 0
+            files >= u64::from(options.min_position_delete_files)
+                || pd.position.dangling + pd.deletion_vectors.dangling > 0
         })
         .map(|p| {
             let pd = &p.delete_files;
@@ -568,7 +605,9 @@ pub fn plan_table(
     let pos_cands: Vec<Candidate<'_>> = if whole_data_rewrite {
         scan.partitions
             .iter()
-            .filter(|p| p.delete_files.position.dangling + p.delete_files.deletion_vectors.dangling > 0)
+            .filter(|p| {
+                p.delete_files.position.dangling + p.delete_files.deletion_vectors.dangling > 0
+            })
             .map(|p| Candidate {
                 p,
                 files: p.delete_files.position.files + p.delete_files.deletion_vectors.files,
@@ -616,7 +655,11 @@ pub fn plan_table(
         }
     } else if data_cands.is_empty() {
         if called_for.contains(&op_data) {
-            let reason = if plan.steps.iter().any(|s| s.operation == Operation::ConvertEqualityDeletes) {
+            let reason = if plan
+                .steps
+                .iter()
+                .any(|s| s.operation == Operation::ConvertEqualityDeletes)
+            {
                 "the partitions with deletes are rewritten by convert_equality_deletes".to_string()
             } else {
                 format!(
@@ -628,10 +671,10 @@ pub fn plan_table(
         }
     } else {
         let chunks = {
-                let (chunks, dropped) = pack(scan, data_cands, options, whole);
-                unselectable.push((op_data, dropped));
-                within_budget(op_data, chunks, &mut budget_left)
-            };
+            let (chunks, dropped) = pack(scan, data_cands, options, whole);
+            unselectable.push((op_data, dropped));
+            within_budget(op_data, chunks, &mut budget_left)
+        };
         if !chunks.is_empty() {
             let mut reasons = because(report, op_data);
             if reasons.is_empty() {
@@ -662,7 +705,9 @@ pub fn plan_table(
         } else {
             plan.steps.push(PlannedStep {
                 operation: op,
-                params: StepParams::ComputeStatistics { columns: Vec::new() },
+                params: StepParams::ComputeStatistics {
+                    columns: Vec::new(),
+                },
                 chunks: whole_table_chunk(scan.data_files.count, scan.data_files.bytes),
                 because: because(report, op),
                 saving_usd_month: 0.0,
@@ -674,7 +719,12 @@ pub fn plan_table(
     // manifests that list only the files it removed).
     let op = Operation::RewriteManifests;
     let compacted = plan.steps.iter().any(|s| {
-        matches!(s.operation, Operation::RewriteDataFiles | Operation::ConvertEqualityDeletes | Operation::RewritePositionDeletes)
+        matches!(
+            s.operation,
+            Operation::RewriteDataFiles
+                | Operation::ConvertEqualityDeletes
+                | Operation::RewritePositionDeletes
+        )
     });
     if called_for.contains(&op) || (compacted && scan.manifests.count > 1) {
         if let Some(reason) = gate(op) {
@@ -703,7 +753,11 @@ pub fn plan_table(
         .retention_ms
         .unwrap_or(scan.write.max_snapshot_age_ms)
         .max(options.expire.min_retention_ms);
-    let retain_last = options.expire.retain_last.unwrap_or(scan.write.min_snapshots_to_keep).max(1);
+    let retain_last = options
+        .expire
+        .retain_last
+        .unwrap_or(scan.write.min_snapshots_to_keep)
+        .max(1);
     let older_than = now_ms - retention;
     let protected: BTreeSet<i64> = scan.snapshots.refs.iter().map(|r| r.snapshot_id).collect();
     let expirable = scan
@@ -721,7 +775,10 @@ pub fn plan_table(
             skip(
                 &mut plan,
                 op,
-                format!("no snapshot is older than the {} retention beyond the newest {retain_last}", fmt_duration(retention)),
+                format!(
+                    "no snapshot is older than the {} retention beyond the newest {retain_last}",
+                    fmt_duration(retention)
+                ),
             );
         } else {
             let mut reasons = because(report, op);
@@ -764,21 +821,30 @@ pub fn plan_table(
 
     for (op, code, key, value) in needs_property {
         if !plan.steps.iter().any(|s| s.operation == op) {
-            skip(&mut plan, op, format!("{code}: set {key}={value} on the table first, then {op} applies it"));
+            skip(
+                &mut plan,
+                op,
+                format!("{code}: set {key}={value} on the table first, then {op} applies it"),
+            );
         }
     }
     for (op, n) in unselectable.into_iter().filter(|(_, n)| *n > 0) {
         skip(
             &mut plan,
             op,
-            format!("{n} partitions cannot be selected by a predicate on their source columns (a partition source column was dropped)"),
+            format!(
+                "{n} partitions cannot be selected by a predicate on their source columns (a partition source column was dropped)"
+            ),
         );
     }
     for (op, n, bytes) in deferred {
         skip(
             &mut plan,
             op,
-            format!("budget: {n} partitions ({}) deferred to a later run", fmt_bytes(bytes)),
+            format!(
+                "budget: {n} partitions ({}) deferred to a later run",
+                fmt_bytes(bytes)
+            ),
         );
     }
 
@@ -808,7 +874,11 @@ pub fn plan_table(
     }
 
     plan.steps.sort_by_key(|s| s.operation);
-    plan.skipped.sort_by(|a, b| a.operation.cmp(&b.operation).then_with(|| a.reason.cmp(&b.reason)));
+    plan.skipped.sort_by(|a, b| {
+        a.operation
+            .cmp(&b.operation)
+            .then_with(|| a.reason.cmp(&b.reason))
+    });
     Ok(plan)
 }
 
@@ -822,7 +892,11 @@ pub fn plan_fleet(
 ) -> Result<MaintenancePlan> {
     options.validate()?;
     let mut order: Vec<&(TableScan, HealthReport)> = tables.iter().collect();
-    order.sort_by(|a, b| a.1.score.cmp(&b.1.score).then_with(|| a.0.table.cmp(&b.0.table)));
+    order.sort_by(|a, b| {
+        a.1.score
+            .cmp(&b.1.score)
+            .then_with(|| a.0.table.cmp(&b.0.table))
+    });
     let mut plan = MaintenancePlan {
         format_version: PLAN_FORMAT_VERSION,
         catalog: catalog.to_string(),
@@ -840,19 +914,33 @@ pub fn plan_fleet(
                 table: scan.table.clone(),
                 reason: format!(
                     "paused{}",
-                    control.pause_reason.as_ref().map(|r| format!(": {r}")).unwrap_or_default()
+                    control
+                        .pause_reason
+                        .as_ref()
+                        .map(|r| format!(": {r}"))
+                        .unwrap_or_default()
                 ),
             });
             continue;
         }
         let mut opts = options.clone();
-        opts.table_budget_bytes = Some(options.table_budget_bytes.unwrap_or(u64::MAX).min(fleet_left));
+        opts.table_budget_bytes = Some(
+            options
+                .table_budget_bytes
+                .unwrap_or(u64::MAX)
+                .min(fleet_left),
+        );
         let tp = plan_table(scan, report, &opts, control, now_ms)?;
         let used: u64 = tp
             .steps
             .iter()
             .filter(|s| {
-                matches!(s.operation, Operation::ConvertEqualityDeletes | Operation::RewritePositionDeletes | Operation::RewriteDataFiles)
+                matches!(
+                    s.operation,
+                    Operation::ConvertEqualityDeletes
+                        | Operation::RewritePositionDeletes
+                        | Operation::RewriteDataFiles
+                )
             })
             .map(PlannedStep::input_bytes)
             .sum();
@@ -860,7 +948,10 @@ pub fn plan_fleet(
         if tp.steps.is_empty() && tp.skipped.is_empty() {
             plan.skipped_tables.push(SkippedTable {
                 table: scan.table.clone(),
-                reason: format!("healthy: grade {} ({}), nothing to do", report.grade, report.score),
+                reason: format!(
+                    "healthy: grade {} ({}), nothing to do",
+                    report.grade, report.score
+                ),
             });
         } else {
             plan.tables.push(tp);
@@ -875,13 +966,18 @@ impl MaintenancePlan {
     pub fn compute_fingerprint(&self) -> Result<String> {
         let mut copy = self.clone();
         copy.fingerprint.clear();
-        let json = serde_json::to_vec(&copy).map_err(|e| Error::Internal(format!("plan to JSON: {e}")))?;
-        Ok(Sha256::digest(&json).iter().map(|b| format!("{b:02x}")).collect())
+        let json =
+            serde_json::to_vec(&copy).map_err(|e| Error::Internal(format!("plan to JSON: {e}")))?;
+        Ok(Sha256::digest(&json)
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect())
     }
 
     /// Serialize (pretty JSON).
     pub fn to_json(&self) -> Result<String> {
-        serde_json::to_string_pretty(self).map_err(|e| Error::Internal(format!("plan to JSON: {e}")))
+        serde_json::to_string_pretty(self)
+            .map_err(|e| Error::Internal(format!("plan to JSON: {e}")))
     }
 
     /// Parse a plan and check that it is the plan that was fingerprinted.

@@ -41,7 +41,10 @@ fn time_bounds(transform: &str, v: i64) -> Option<(NaiveDateTime, NaiveDateTime)
         }
     };
     match transform {
-        "year" => Some((months(v.checked_mul(12)?)?, months(v.checked_add(1)?.checked_mul(12)?)?)),
+        "year" => Some((
+            months(v.checked_mul(12)?)?,
+            months(v.checked_add(1)?.checked_mul(12)?)?,
+        )),
         "month" => Some((months(v)?, months(v.checked_add(1)?)?)),
         "day" => {
             let d = date(v)?.and_hms_opt(0, 0, 0)?;
@@ -49,7 +52,8 @@ fn time_bounds(transform: &str, v: i64) -> Option<(NaiveDateTime, NaiveDateTime)
         }
         "hour" => {
             let start = DateTime::from_timestamp(v.checked_mul(3600)?, 0)?.naive_utc();
-            let end = DateTime::from_timestamp(v.checked_add(1)?.checked_mul(3600)?, 0)?.naive_utc();
+            let end =
+                DateTime::from_timestamp(v.checked_add(1)?.checked_mul(3600)?, 0)?.naive_utc();
             Some((start, end))
         }
         _ => None,
@@ -108,7 +112,9 @@ pub(crate) fn field_predicate(
             upper: ts_literal(&column_type, hi)?,
         }
     } else if let Some(n) = parse_width(transform, "bucket") {
-        let PartitionValue::Int(v) = value.value else { return None };
+        let PartitionValue::Int(v) = value.value else {
+            return None;
+        };
         PredicateKind::Bucket {
             buckets: u32::try_from(n).ok()?,
             value: v,
@@ -169,7 +175,8 @@ mod tests {
     #[test]
     fn day_month_year_hour_ranges() {
         let d = days_from_epoch(NaiveDate::from_ymd_opt(2024, 2, 29).unwrap());
-        let p = field_predicate(&field("day", "timestamptz"), &val(PartitionValue::Int(d))).unwrap();
+        let p =
+            field_predicate(&field("day", "timestamptz"), &val(PartitionValue::Int(d))).unwrap();
         assert_eq!(
             p.kind,
             PredicateKind::Range {
@@ -177,7 +184,11 @@ mod tests {
                 upper: Literal::TimestampTz("2024-03-01 00:00:00".into()),
             }
         );
-        let p = field_predicate(&field("month", "date"), &val(PartitionValue::Int(54 * 12 + 11))).unwrap();
+        let p = field_predicate(
+            &field("month", "date"),
+            &val(PartitionValue::Int(54 * 12 + 11)),
+        )
+        .unwrap();
         assert_eq!(
             p.kind,
             PredicateKind::Range {
@@ -185,7 +196,8 @@ mod tests {
                 upper: Literal::Date("2025-01-01".into()),
             }
         );
-        let p = field_predicate(&field("year", "timestamp"), &val(PartitionValue::Int(-1))).unwrap();
+        let p =
+            field_predicate(&field("year", "timestamp"), &val(PartitionValue::Int(-1))).unwrap();
         assert_eq!(
             p.kind,
             PredicateKind::Range {
@@ -193,7 +205,11 @@ mod tests {
                 upper: Literal::Timestamp("1970-01-01 00:00:00".into()),
             }
         );
-        let p = field_predicate(&field("hour", "timestamp"), &val(PartitionValue::Int(d * 24 + 23))).unwrap();
+        let p = field_predicate(
+            &field("hour", "timestamp"),
+            &val(PartitionValue::Int(d * 24 + 23)),
+        )
+        .unwrap();
         assert_eq!(
             p.kind,
             PredicateKind::Range {
@@ -205,27 +221,74 @@ mod tests {
 
     #[test]
     fn identity_truncate_bucket_null() {
-        let f = PartitionFieldInfo { source_column: Some("c".into()), ..field("identity", "string") };
+        let f = PartitionFieldInfo {
+            source_column: Some("c".into()),
+            ..field("identity", "string")
+        };
         let p = field_predicate(&f, &val(PartitionValue::String("it's".into()))).unwrap();
-        assert_eq!(p.kind, PredicateKind::Eq { value: Literal::String("it's".into()) });
-        let p = field_predicate(&f, &val(PartitionValue::Null)).unwrap();
-        assert_eq!(p.kind, PredicateKind::IsNull);
-        let p = field_predicate(&field("truncate[10]", "long"), &val(PartitionValue::Int(20))).unwrap();
         assert_eq!(
             p.kind,
-            PredicateKind::Range { lower: Literal::Integer(20), upper: Literal::Integer(30) }
+            PredicateKind::Eq {
+                value: Literal::String("it's".into())
+            }
         );
-        let p = field_predicate(&field("truncate[3]", "string"), &val(PartitionValue::String("abc".into()))).unwrap();
-        assert_eq!(p.kind, PredicateKind::StartsWith { prefix: "abc".into() });
-        let p = field_predicate(&field("truncate[3]", "string"), &val(PartitionValue::String("ab".into()))).unwrap();
-        assert_eq!(p.kind, PredicateKind::Eq { value: Literal::String("ab".into()) });
-        let p = field_predicate(&field("bucket[16]", "long"), &val(PartitionValue::Int(3))).unwrap();
-        assert_eq!(p.kind, PredicateKind::Bucket { buckets: 16, value: 3 });
+        let p = field_predicate(&f, &val(PartitionValue::Null)).unwrap();
+        assert_eq!(p.kind, PredicateKind::IsNull);
+        let p = field_predicate(
+            &field("truncate[10]", "long"),
+            &val(PartitionValue::Int(20)),
+        )
+        .unwrap();
+        assert_eq!(
+            p.kind,
+            PredicateKind::Range {
+                lower: Literal::Integer(20),
+                upper: Literal::Integer(30)
+            }
+        );
+        let p = field_predicate(
+            &field("truncate[3]", "string"),
+            &val(PartitionValue::String("abc".into())),
+        )
+        .unwrap();
+        assert_eq!(
+            p.kind,
+            PredicateKind::StartsWith {
+                prefix: "abc".into()
+            }
+        );
+        let p = field_predicate(
+            &field("truncate[3]", "string"),
+            &val(PartitionValue::String("ab".into())),
+        )
+        .unwrap();
+        assert_eq!(
+            p.kind,
+            PredicateKind::Eq {
+                value: Literal::String("ab".into())
+            }
+        );
+        let p =
+            field_predicate(&field("bucket[16]", "long"), &val(PartitionValue::Int(3))).unwrap();
+        assert_eq!(
+            p.kind,
+            PredicateKind::Bucket {
+                buckets: 16,
+                value: 3
+            }
+        );
         assert!(field_predicate(&field("void", "long"), &val(PartitionValue::Null)).is_none());
-        let dropped = PartitionFieldInfo { source_column: None, ..field("identity", "long") };
+        let dropped = PartitionFieldInfo {
+            source_column: None,
+            ..field("identity", "long")
+        };
         assert!(field_predicate(&dropped, &val(PartitionValue::Int(1))).is_none());
         // Absurd ordinals degrade to "inexpressible", never panic.
-        assert!(field_predicate(&field("day", "date"), &val(PartitionValue::Int(i64::MAX))).is_none());
-        assert!(field_predicate(&field("month", "date"), &val(PartitionValue::Int(i64::MIN))).is_none());
+        assert!(
+            field_predicate(&field("day", "date"), &val(PartitionValue::Int(i64::MAX))).is_none()
+        );
+        assert!(
+            field_predicate(&field("month", "date"), &val(PartitionValue::Int(i64::MIN))).is_none()
+        );
     }
 }

@@ -26,7 +26,11 @@ pub(crate) fn synthetic_scan(parts: &[PartSpec], snapshots: usize, now_ms: i64) 
         let spec_id = i32::from(!*old);
         let mut fs = FileStats::default();
         for f in 0..*files {
-            let s = if f < *small { (*size).min(target / 2) } else { target };
+            let s = if f < *small {
+                (*size).min(target / 2)
+            } else {
+                target
+            };
             fs.add(s.max(1), 100, target * 3 / 4);
         }
         let mut ds = DeleteStats::default();
@@ -114,7 +118,10 @@ pub(crate) fn synthetic_scan(parts: &[PartSpec], snapshots: usize, now_ms: i64) 
             default_spec_id: 1,
             specs: vec![spec(0), spec(1)],
         },
-        sort_order: SortOrderInfo { order_id: 0, fields: vec![] },
+        sort_order: SortOrderInfo {
+            order_id: 0,
+            fields: vec![],
+        },
         snapshots: SnapshotStats {
             count: snaps.len(),
             oldest_ms: snaps.first().map(|s| s.timestamp_ms),
@@ -122,7 +129,12 @@ pub(crate) fn synthetic_scan(parts: &[PartSpec], snapshots: usize, now_ms: i64) 
             refs: vec![],
             snapshots: snaps,
         },
-        manifests: ManifestStats { count: 40, small_count: 40, total_bytes: 40 * 8000, ..ManifestStats::default() },
+        manifests: ManifestStats {
+            count: 40,
+            small_count: 40,
+            total_bytes: 40 * 8000,
+            ..ManifestStats::default()
+        },
         data_files: data,
         delete_files: deletes,
         metadata_files: MetadataFileStats::default(),
@@ -134,8 +146,17 @@ pub(crate) fn synthetic_scan(parts: &[PartSpec], snapshots: usize, now_ms: i64) 
 }
 
 fn part_strategy() -> impl Strategy<Value = PartSpec> {
-    (0u64..40, 0u64..40, 1u64..(300 * MIB), 0u64..6, 0u64..3, proptest::bool::weighted(0.2))
-        .prop_map(|(files, small, size, pos, eq, old)| (files, small.min(files), size, pos, eq, old))
+    (
+        0u64..40,
+        0u64..40,
+        1u64..(300 * MIB),
+        0u64..6,
+        0u64..3,
+        proptest::bool::weighted(0.2),
+    )
+        .prop_map(|(files, small, size, pos, eq, old)| {
+            (files, small.min(files), size, pos, eq, old)
+        })
 }
 
 fn options_strategy() -> impl Strategy<Value = PlanOptions> {
@@ -237,10 +258,20 @@ proptest! {
 fn tampered_plans_are_refused() {
     let scan = synthetic_scan(&[(30, 30, MIB, 3, 0, false)], 10, NOW);
     let report = grade(&scan, &GradeOptions::default(), NOW).unwrap();
-    let plan = plan_fleet("c", &[(scan, report)], &PlanOptions::default(), &BTreeMap::new(), NOW).unwrap();
+    let plan = plan_fleet(
+        "c",
+        &[(scan, report)],
+        &PlanOptions::default(),
+        &BTreeMap::new(),
+        NOW,
+    )
+    .unwrap();
     assert!(!plan.tables.is_empty());
     plan.verify_reviewed(&plan.fingerprint).unwrap();
-    let json = plan.to_json().unwrap().replace("\"min_input_files\": 5", "\"min_input_files\": 1");
+    let json = plan
+        .to_json()
+        .unwrap()
+        .replace("\"min_input_files\": 5", "\"min_input_files\": 1");
     let err = MaintenancePlan::from_json(&json).unwrap_err();
     assert!(err.to_string().contains("fingerprint mismatch"), "{err}");
     assert!(plan.verify_reviewed("0000").is_err());
@@ -248,13 +279,27 @@ fn tampered_plans_are_refused() {
 
 #[test]
 fn pauses_cooldowns_windows_and_deadlines_say_why() {
-    let scan = synthetic_scan(&[(30, 30, MIB, 0, 0, false), (30, 30, MIB, 0, 0, false)], 200, NOW);
+    let scan = synthetic_scan(
+        &[(30, 30, MIB, 0, 0, false), (30, 30, MIB, 0, 0, false)],
+        200,
+        NOW,
+    );
     let report = grade(&scan, &GradeOptions::default(), NOW).unwrap();
     assert!(report.operations().contains(&Operation::RewriteDataFiles));
 
-    let paused = TableControl { paused: true, pause_reason: Some("migration".into()), ..TableControl::default() };
-    let plan = plan_fleet("c", &[(scan.clone(), report.clone())], &PlanOptions::default(),
-        &BTreeMap::from([(scan.table.clone(), paused)]), NOW).unwrap();
+    let paused = TableControl {
+        paused: true,
+        pause_reason: Some("migration".into()),
+        ..TableControl::default()
+    };
+    let plan = plan_fleet(
+        "c",
+        &[(scan.clone(), report.clone())],
+        &PlanOptions::default(),
+        &BTreeMap::from([(scan.table.clone(), paused)]),
+        NOW,
+    )
+    .unwrap();
     assert!(plan.tables.is_empty());
     assert_eq!(plan.skipped_tables[0].reason, "paused: migration");
 
@@ -263,44 +308,127 @@ fn pauses_cooldowns_windows_and_deadlines_say_why() {
         ..TableControl::default()
     };
     let tp = plan_table(&scan, &report, &PlanOptions::default(), &recent, NOW).unwrap();
-    assert!(tp.steps.iter().all(|s| s.operation != Operation::RewriteDataFiles));
-    let skip = tp.skipped.iter().find(|s| s.operation == Operation::RewriteDataFiles).unwrap();
-    assert!(skip.reason.starts_with("cooldown: last ran 1.0h ago"), "{}", skip.reason);
+    assert!(
+        tp.steps
+            .iter()
+            .all(|s| s.operation != Operation::RewriteDataFiles)
+    );
+    let skip = tp
+        .skipped
+        .iter()
+        .find(|s| s.operation == Operation::RewriteDataFiles)
+        .unwrap();
+    assert!(
+        skip.reason.starts_with("cooldown: last ran 1.0h ago"),
+        "{}",
+        skip.reason
+    );
 
     // NOW is 08:00 UTC; a 02:00-05:00 window is closed, 22:00-09:00 (wrapping) is open.
-    let windowed = PlanOptions { window: Some(Window { start_hour: 2, end_hour: 5 }), ..PlanOptions::default() };
+    let windowed = PlanOptions {
+        window: Some(Window {
+            start_hour: 2,
+            end_hour: 5,
+        }),
+        ..PlanOptions::default()
+    };
     let tp = plan_table(&scan, &report, &windowed, &TableControl::default(), NOW).unwrap();
     assert!(tp.steps.is_empty());
-    assert!(tp.skipped.iter().all(|s| s.reason.starts_with("outside the off-peak window 02:00-05:00 UTC")), "{:?}", tp.skipped);
-    let open = PlanOptions { window: Some(Window { start_hour: 22, end_hour: 9 }), ..PlanOptions::default() };
-    assert!(!plan_table(&scan, &report, &open, &TableControl::default(), NOW).unwrap().steps.is_empty());
+    assert!(
+        tp.skipped.iter().all(|s| s
+            .reason
+            .starts_with("outside the off-peak window 02:00-05:00 UTC")),
+        "{:?}",
+        tp.skipped
+    );
+    let open = PlanOptions {
+        window: Some(Window {
+            start_hour: 22,
+            end_hour: 9,
+        }),
+        ..PlanOptions::default()
+    };
+    assert!(
+        !plan_table(&scan, &report, &open, &TableControl::default(), NOW)
+            .unwrap()
+            .steps
+            .is_empty()
+    );
 
     let big = synthetic_scan(&[(400, 400, 60 * MIB, 0, 0, false)], 3, NOW);
     let big_report = grade(&big, &GradeOptions::default(), NOW).unwrap();
-    let rushed = TableControl { deadline_ms: Some(NOW + 10_000), ..TableControl::default() };
+    let rushed = TableControl {
+        deadline_ms: Some(NOW + 10_000),
+        ..TableControl::default()
+    };
     let tp = plan_table(&big, &big_report, &PlanOptions::default(), &rushed, NOW).unwrap();
-    let skip = tp.skipped.iter().find(|s| s.operation == Operation::RewriteDataFiles).unwrap();
+    let skip = tp
+        .skipped
+        .iter()
+        .find(|s| s.operation == Operation::RewriteDataFiles)
+        .unwrap();
     assert!(skip.reason.starts_with("deadline:"), "{}", skip.reason);
 }
 
 #[test]
 fn small_tables_run_whole_and_big_partitions_alone() {
-    let small = synthetic_scan(&[(20, 20, MIB, 0, 0, false), (20, 20, MIB, 0, 0, false)], 2, NOW);
+    let small = synthetic_scan(
+        &[(20, 20, MIB, 0, 0, false), (20, 20, MIB, 0, 0, false)],
+        2,
+        NOW,
+    );
     let r = grade(&small, &GradeOptions::default(), NOW).unwrap();
-    let tp = plan_table(&small, &r, &PlanOptions::default(), &TableControl::default(), NOW).unwrap();
-    let step = tp.steps.iter().find(|s| s.operation == Operation::RewriteDataFiles).unwrap();
+    let tp = plan_table(
+        &small,
+        &r,
+        &PlanOptions::default(),
+        &TableControl::default(),
+        NOW,
+    )
+    .unwrap();
+    let step = tp
+        .steps
+        .iter()
+        .find(|s| s.operation == Operation::RewriteDataFiles)
+        .unwrap();
     assert_eq!(step.chunks.len(), 1);
     assert!(step.chunks[0].whole_table);
 
-    let big = synthetic_scan(&[(40, 40, 60 * MIB, 0, 0, false), (6, 6, MIB, 0, 0, false), (6, 6, MIB, 0, 0, false)], 2, NOW);
+    let big = synthetic_scan(
+        &[
+            (40, 40, 60 * MIB, 0, 0, false),
+            (6, 6, MIB, 0, 0, false),
+            (6, 6, MIB, 0, 0, false),
+        ],
+        2,
+        NOW,
+    );
     let r = grade(&big, &GradeOptions::default(), NOW).unwrap();
-    let opts = PlanOptions { chunk_budget_bytes: 1024 * MIB, small_table_bytes: 0, ..PlanOptions::default() };
+    let opts = PlanOptions {
+        chunk_budget_bytes: 1024 * MIB,
+        small_table_bytes: 0,
+        ..PlanOptions::default()
+    };
     let tp = plan_table(&big, &r, &opts, &TableControl::default(), NOW).unwrap();
-    let step = tp.steps.iter().find(|s| s.operation == Operation::RewriteDataFiles).unwrap();
+    let step = tp
+        .steps
+        .iter()
+        .find(|s| s.operation == Operation::RewriteDataFiles)
+        .unwrap();
     assert!(step.chunks.iter().all(|c| !c.whole_table));
-    let alone = step.chunks.iter().find(|c| c.input_bytes > 1024 * MIB).unwrap();
+    let alone = step
+        .chunks
+        .iter()
+        .find(|c| c.input_bytes > 1024 * MIB)
+        .unwrap();
     assert_eq!(alone.partitions.len(), 1);
-    assert_eq!(step.chunks.iter().map(|c| c.partitions.len()).sum::<usize>(), 3);
+    assert_eq!(
+        step.chunks
+            .iter()
+            .map(|c| c.partitions.len())
+            .sum::<usize>(),
+        3
+    );
 }
 
 #[test]
@@ -314,30 +442,79 @@ fn unpartitioned_tables_run_whole_even_when_large() {
         p.path.clear();
     }
     let r = grade(&scan, &GradeOptions::default(), NOW).unwrap();
-    let opts = PlanOptions { small_table_bytes: 0, chunk_budget_bytes: MIB, ..PlanOptions::default() };
+    let opts = PlanOptions {
+        small_table_bytes: 0,
+        chunk_budget_bytes: MIB,
+        ..PlanOptions::default()
+    };
     let tp = plan_table(&scan, &r, &opts, &TableControl::default(), NOW).unwrap();
-    let step = tp.steps.iter().find(|s| s.operation == Operation::RewriteDataFiles).unwrap();
+    let step = tp
+        .steps
+        .iter()
+        .find(|s| s.operation == Operation::RewriteDataFiles)
+        .unwrap();
     assert_eq!(step.chunks.len(), 1);
     assert!(step.chunks[0].whole_table && step.chunks[0].partitions.is_empty());
 
     // A partition whose source column was dropped cannot be targeted: skipped, with the reason.
-    let mut scan = synthetic_scan(&[(40, 40, MIB, 0, 0, false), (40, 40, MIB, 0, 0, false)], 2, NOW);
+    let mut scan = synthetic_scan(
+        &[(40, 40, MIB, 0, 0, false), (40, 40, MIB, 0, 0, false)],
+        2,
+        NOW,
+    );
     scan.partitioning.specs[1].fields[0].source_column = None;
     let r = grade(&scan, &GradeOptions::default(), NOW).unwrap();
     let tp = plan_table(&scan, &r, &opts, &TableControl::default(), NOW).unwrap();
-    assert!(tp.steps.iter().all(|s| s.operation != Operation::RewriteDataFiles));
-    assert!(tp.skipped.iter().any(|s| s.operation == Operation::RewriteDataFiles && s.reason.contains("source column was dropped")), "{:?}", tp.skipped);
+    assert!(
+        tp.steps
+            .iter()
+            .all(|s| s.operation != Operation::RewriteDataFiles)
+    );
+    assert!(
+        tp.skipped
+            .iter()
+            .any(|s| s.operation == Operation::RewriteDataFiles
+                && s.reason.contains("source column was dropped")),
+        "{:?}",
+        tp.skipped
+    );
 }
 
 #[test]
 fn invalid_options_are_rejected() {
     for bad in [
-        PlanOptions { chunk_budget_bytes: 0, ..PlanOptions::default() },
-        PlanOptions { max_partitions_per_chunk: 0, ..PlanOptions::default() },
-        PlanOptions { orphans: OrphanPolicy { retention_ms: 60_000, ..OrphanPolicy::default() }, ..PlanOptions::default() },
-        PlanOptions { strategy: RewriteStrategy::ZOrder { columns: vec!["a".into()] }, ..PlanOptions::default() },
-        PlanOptions { window: Some(Window { start_hour: 25, end_hour: 3 }), ..PlanOptions::default() },
+        PlanOptions {
+            chunk_budget_bytes: 0,
+            ..PlanOptions::default()
+        },
+        PlanOptions {
+            max_partitions_per_chunk: 0,
+            ..PlanOptions::default()
+        },
+        PlanOptions {
+            orphans: OrphanPolicy {
+                retention_ms: 60_000,
+                ..OrphanPolicy::default()
+            },
+            ..PlanOptions::default()
+        },
+        PlanOptions {
+            strategy: RewriteStrategy::ZOrder {
+                columns: vec!["a".into()],
+            },
+            ..PlanOptions::default()
+        },
+        PlanOptions {
+            window: Some(Window {
+                start_hour: 25,
+                end_hour: 3,
+            }),
+            ..PlanOptions::default()
+        },
     ] {
-        assert!(matches!(bad.validate(), Err(crate::Error::Validation { .. })));
+        assert!(matches!(
+            bad.validate(),
+            Err(crate::Error::Validation { .. })
+        ));
     }
 }

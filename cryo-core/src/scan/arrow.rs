@@ -2,7 +2,9 @@
 
 use std::sync::Arc;
 
-use arrow_array::builder::{Int32Builder, Int64Builder, StringBuilder, TimestampMillisecondBuilder, UInt64Builder};
+use arrow_array::builder::{
+    Int32Builder, Int64Builder, StringBuilder, TimestampMillisecondBuilder, UInt64Builder,
+};
 use arrow_array::{ArrayRef, RecordBatch};
 use arrow_schema::{DataType, Field, Schema, SchemaRef, TimeUnit};
 

@@ -32,7 +32,9 @@ impl FleetScanOptions {
     /// Reject nonsensical options.
     pub fn validate(&self) -> Result<()> {
         if self.concurrency == 0 || self.concurrency > 256 {
-            return Err(Error::validation("fleet concurrency must be between 1 and 256"));
+            return Err(Error::validation(
+                "fleet concurrency must be between 1 and 256",
+            ));
         }
         self.scan.validate()
     }

@@ -365,8 +365,15 @@ impl SizeHistogram {
     ];
     /// Bucket labels.
     pub const LABELS: [&'static str; 9] = [
-        "<1MiB", "1-4MiB", "4-16MiB", "16-32MiB", "32-64MiB", "64-128MiB", "128-256MiB",
-        "256-512MiB", ">=512MiB",
+        "<1MiB",
+        "1-4MiB",
+        "4-16MiB",
+        "16-32MiB",
+        "32-64MiB",
+        "64-128MiB",
+        "128-256MiB",
+        "256-512MiB",
+        ">=512MiB",
     ];
 
     fn add(&mut self, size: u64) {

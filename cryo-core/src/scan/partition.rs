@@ -43,11 +43,15 @@ pub(crate) fn human(
         Transform::Identity | Transform::Truncate(_) => match source_type {
             Some(PrimitiveType::Date) => date_from_days(v).map_or(v.to_string(), |d| d.to_string()),
             Some(PrimitiveType::Timestamp | PrimitiveType::Timestamptz) => {
-                DateTime::from_timestamp_micros(v)
-                    .map_or(v.to_string(), |t| t.naive_utc().format("%Y-%m-%dT%H:%M:%S%.f").to_string())
+                DateTime::from_timestamp_micros(v).map_or(v.to_string(), |t| {
+                    t.naive_utc().format("%Y-%m-%dT%H:%M:%S%.f").to_string()
+                })
             }
             Some(PrimitiveType::TimestampNs | PrimitiveType::TimestamptzNs) => {
-                DateTime::from_timestamp_nanos(v).naive_utc().format("%Y-%m-%dT%H:%M:%S%.f").to_string()
+                DateTime::from_timestamp_nanos(v)
+                    .naive_utc()
+                    .format("%Y-%m-%dT%H:%M:%S%.f")
+                    .to_string()
             }
             _ => v.to_string(),
         },
@@ -72,7 +76,10 @@ fn decimal_text(unscaled: i128, scale: u32) -> String {
 }
 
 /// Convert a stored partition literal.
-pub(crate) fn value_of(lit: Option<&Literal>, result_type: Option<&PrimitiveType>) -> PartitionValue {
+pub(crate) fn value_of(
+    lit: Option<&Literal>,
+    result_type: Option<&PrimitiveType>,
+) -> PartitionValue {
     let Some(lit) = lit else {
         return PartitionValue::Null;
     };
@@ -96,7 +103,9 @@ pub(crate) fn value_of(lit: Option<&Literal>, result_type: Option<&PrimitiveType
             _ => PartitionValue::String(i.to_string()),
         },
         PrimitiveLiteral::UInt128(u) => match result_type {
-            Some(PrimitiveType::Uuid) => PartitionValue::String(uuid::Uuid::from_u128(u).to_string()),
+            Some(PrimitiveType::Uuid) => {
+                PartitionValue::String(uuid::Uuid::from_u128(u).to_string())
+            }
             _ => PartitionValue::String(u.to_string()),
         },
         PrimitiveLiteral::AboveMax | PrimitiveLiteral::BelowMin => {
@@ -119,12 +128,13 @@ pub(crate) fn tuple(
         .map(|(i, f)| {
             let transform = transforms.get(i).copied().unwrap_or(Transform::Unknown);
             let source = source_types.get(i).and_then(Option::as_ref);
-            let result_type = source.and_then(|s| {
-                match transform.result_type(&Type::Primitive(s.clone())) {
-                    Ok(Type::Primitive(p)) => Some(p),
-                    _ => None,
-                }
-            });
+            let result_type =
+                source.and_then(
+                    |s| match transform.result_type(&Type::Primitive(s.clone())) {
+                        Ok(Type::Primitive(p)) => Some(p),
+                        _ => None,
+                    },
+                );
             let value = value_of(lits.get(i).and_then(Option::as_ref), result_type.as_ref());
             let human = if transform == Transform::Void {
                 "null".to_string()
@@ -168,19 +178,47 @@ mod tests {
     #[test]
     fn human_forms_match_iceberg() {
         let d = days_from_epoch(NaiveDate::from_ymd_opt(2024, 1, 31).unwrap());
-        assert_eq!(human(&Transform::Day, None, &PartitionValue::Int(d)), "2024-01-31");
-        assert_eq!(human(&Transform::Month, None, &PartitionValue::Int(12 * 54)), "2024-01");
-        assert_eq!(human(&Transform::Year, None, &PartitionValue::Int(54)), "2024");
-        assert_eq!(human(&Transform::Hour, None, &PartitionValue::Int(d * 24 + 10)), "2024-01-31-10");
-        assert_eq!(human(&Transform::Month, None, &PartitionValue::Int(-1)), "1969-12");
-        assert_eq!(human(&Transform::Bucket(16), None, &PartitionValue::Int(3)), "3");
-        assert_eq!(human(&Transform::Identity, None, &PartitionValue::Null), "null");
         assert_eq!(
-            human(&Transform::Identity, Some(&PrimitiveType::Date), &PartitionValue::Int(d)),
+            human(&Transform::Day, None, &PartitionValue::Int(d)),
+            "2024-01-31"
+        );
+        assert_eq!(
+            human(&Transform::Month, None, &PartitionValue::Int(12 * 54)),
+            "2024-01"
+        );
+        assert_eq!(
+            human(&Transform::Year, None, &PartitionValue::Int(54)),
+            "2024"
+        );
+        assert_eq!(
+            human(&Transform::Hour, None, &PartitionValue::Int(d * 24 + 10)),
+            "2024-01-31-10"
+        );
+        assert_eq!(
+            human(&Transform::Month, None, &PartitionValue::Int(-1)),
+            "1969-12"
+        );
+        assert_eq!(
+            human(&Transform::Bucket(16), None, &PartitionValue::Int(3)),
+            "3"
+        );
+        assert_eq!(
+            human(&Transform::Identity, None, &PartitionValue::Null),
+            "null"
+        );
+        assert_eq!(
+            human(
+                &Transform::Identity,
+                Some(&PrimitiveType::Date),
+                &PartitionValue::Int(d)
+            ),
             "2024-01-31"
         );
         // Out-of-range ordinals degrade to the number instead of panicking.
-        assert_eq!(human(&Transform::Day, None, &PartitionValue::Int(i64::MAX)), i64::MAX.to_string());
+        assert_eq!(
+            human(&Transform::Day, None, &PartitionValue::Int(i64::MAX)),
+            i64::MAX.to_string()
+        );
     }
 
     #[test]

@@ -50,7 +50,9 @@ impl ScanOptions {
     /// Reject nonsensical options.
     pub fn validate(&self) -> Result<()> {
         if self.concurrency == 0 || self.concurrency > 1024 {
-            return Err(Error::validation("scan concurrency must be between 1 and 1024"));
+            return Err(Error::validation(
+                "scan concurrency must be between 1 and 1024",
+            ));
         }
         if !(self.small_file_ratio > 0.0 && self.small_file_ratio <= 1.0) {
             return Err(Error::validation("small_file_ratio must be in (0, 1]"));
@@ -86,7 +88,11 @@ fn write_settings(md: &TableMetadata, options: &ScanOptions) -> WriteSettings {
         .target_file_size_bytes
         .unwrap_or_else(|| prop(p, "write.target-file-size-bytes", 512u64 << 20))
         .max(1);
-    let mode = |k: &str| p.get(k).cloned().unwrap_or_else(|| "copy-on-write".to_string());
+    let mode = |k: &str| {
+        p.get(k)
+            .cloned()
+            .unwrap_or_else(|| "copy-on-write".to_string())
+    };
     WriteSettings {
         target_file_size_bytes: target,
         small_file_threshold_bytes: (target as f64 * options.small_file_ratio) as u64,
@@ -99,7 +105,11 @@ fn write_settings(md: &TableMetadata, options: &ScanOptions) -> WriteSettings {
         update_mode: mode("write.update.mode"),
         merge_mode: mode("write.merge.mode"),
         manifest_target_size_bytes: prop(p, "commit.manifest.target-size-bytes", 8u64 << 20),
-        max_snapshot_age_ms: prop(p, "history.expire.max-snapshot-age-ms", 5 * 24 * 3_600_000i64),
+        max_snapshot_age_ms: prop(
+            p,
+            "history.expire.max-snapshot-age-ms",
+            5 * 24 * 3_600_000i64,
+        ),
         min_snapshots_to_keep: prop(p, "history.expire.min-snapshots-to-keep", 1u32),
         metadata_previous_versions_max: prop(p, "write.metadata.previous-versions-max", 100u32),
         metadata_delete_after_commit: prop(p, "write.metadata.delete-after-commit.enabled", false),
@@ -237,7 +247,9 @@ async fn read_manifest_list(
     version: FormatVersion,
 ) -> Result<(u64, ManifestList)> {
     let bytes = storage.read_all(location).await.map_err(|e| match e {
-        Error::Storage { message, source, .. } => Error::Metadata {
+        Error::Storage {
+            message, source, ..
+        } => Error::Metadata {
             table: table.to_string(),
             location: location.to_string(),
             message: format!("cannot read manifest list: {message}"),
@@ -246,7 +258,11 @@ async fn read_manifest_list(
         other => other,
     })?;
     let list = ManifestList::parse_with_version(&bytes, version).map_err(|e| {
-        Error::metadata(table, location, format!("corrupt manifest list: {}", e.message()))
+        Error::metadata(
+            table,
+            location,
+            format!("corrupt manifest list: {}", e.message()),
+        )
     })?;
     Ok((bytes.len() as u64, list))
 }
@@ -277,17 +293,26 @@ pub(crate) async fn read_manifest(
             mf.manifest_path
         )));
     }
-    let bytes = storage.read_all(&mf.manifest_path).await.map_err(|e| match e {
-        Error::Storage { message, source, .. } => Error::Metadata {
-            table: table.to_string(),
-            location: mf.manifest_path.clone(),
-            message: format!("cannot read manifest: {message}"),
-            source,
-        },
-        other => other,
-    })?;
+    let bytes = storage
+        .read_all(&mf.manifest_path)
+        .await
+        .map_err(|e| match e {
+            Error::Storage {
+                message, source, ..
+            } => Error::Metadata {
+                table: table.to_string(),
+                location: mf.manifest_path.clone(),
+                message: format!("cannot read manifest: {message}"),
+                source,
+            },
+            other => other,
+        })?;
     let manifest = iceberg::spec::Manifest::parse_avro(&bytes).map_err(|e| {
-        Error::metadata(table, &mf.manifest_path, format!("corrupt manifest: {}", e.message()))
+        Error::metadata(
+            table,
+            &mf.manifest_path,
+            format!("corrupt manifest: {}", e.message()),
+        )
     })?;
     let spec_id = manifest.metadata().partition_spec().spec_id();
     let path: Arc<str> = Arc::from(mf.manifest_path.as_str());
@@ -300,9 +325,9 @@ pub(crate) async fn read_manifest(
             continue;
         }
         // Spec: ADDED entries with a null sequence number inherit the manifest's.
-        let seq = entry.sequence_number.or_else(|| {
-            (entry.status == ManifestStatus::Added).then_some(mf.sequence_number)
-        });
+        let seq = entry
+            .sequence_number
+            .or_else(|| (entry.status == ManifestStatus::Added).then_some(mf.sequence_number));
         let snapshot_id = entry.snapshot_id.or(Some(mf.added_snapshot_id));
         live.push(LiveEntry {
             entry,
@@ -358,11 +383,13 @@ fn delete_kind(entry: &ManifestEntry) -> Option<DeleteKind> {
     match entry.content_type() {
         DataContentType::Data => None,
         DataContentType::EqualityDeletes => Some(DeleteKind::Equality),
-        DataContentType::PositionDeletes => Some(if entry.file_format() == DataFileFormat::Puffin {
-            DeleteKind::Vector
-        } else {
-            DeleteKind::Position
-        }),
+        DataContentType::PositionDeletes => {
+            Some(if entry.file_format() == DataFileFormat::Puffin {
+                DeleteKind::Vector
+            } else {
+                DeleteKind::Position
+            })
+        }
     }
 }
 
@@ -478,7 +505,9 @@ pub async fn scan_loaded(
             // The current snapshot's list is required; an old one that cannot be read is
             // reported (manifest_count = None) but does not fail the scan.
             Err(e) if Some(id) == current_id => return Err(e),
-            Err(e) => tracing::warn!(table = %name, snapshot_id = id, error = %e, "manifest list unreadable"),
+            Err(e) => {
+                tracing::warn!(table = %name, snapshot_id = id, error = %e, "manifest list unreadable")
+            }
         }
     }
 
@@ -502,27 +531,30 @@ pub async fn scan_loaded(
             }
         })
         .collect();
-    let snapshot_ts: HashMap<i64, i64> =
-        snaps.iter().map(|s| (s.snapshot_id(), s.timestamp_ms())).collect();
+    let snapshot_ts: HashMap<i64, i64> = snaps
+        .iter()
+        .map(|s| (s.snapshot_id(), s.timestamp_ms()))
+        .collect();
 
     let mut refs: Vec<RefInfo> = table_refs(md)
         .iter()
         .map(|(name, r)| {
-            let (kind, max_ref_age_ms, max_snapshot_age_ms, min_snapshots_to_keep) = match &r.retention {
-                iceberg::spec::SnapshotRetention::Branch {
-                    min_snapshots_to_keep,
-                    max_snapshot_age_ms,
-                    max_ref_age_ms,
-                } => (
-                    "branch",
-                    *max_ref_age_ms,
-                    *max_snapshot_age_ms,
-                    min_snapshots_to_keep.map(i64::from),
-                ),
-                iceberg::spec::SnapshotRetention::Tag { max_ref_age_ms } => {
-                    ("tag", *max_ref_age_ms, None, None)
-                }
-            };
+            let (kind, max_ref_age_ms, max_snapshot_age_ms, min_snapshots_to_keep) =
+                match &r.retention {
+                    iceberg::spec::SnapshotRetention::Branch {
+                        min_snapshots_to_keep,
+                        max_snapshot_age_ms,
+                        max_ref_age_ms,
+                    } => (
+                        "branch",
+                        *max_ref_age_ms,
+                        *max_snapshot_age_ms,
+                        min_snapshots_to_keep.map(i64::from),
+                    ),
+                    iceberg::spec::SnapshotRetention::Tag { max_ref_age_ms } => {
+                        ("tag", *max_ref_age_ms, None, None)
+                    }
+                };
             RefInfo {
                 name: name.clone(),
                 kind: kind.to_string(),
@@ -598,7 +630,12 @@ pub async fn scan_loaded(
             let acc = parts.entry(key).or_insert_with(|| PartitionAcc {
                 spec_id: le.spec_id,
                 values: decoder.map_or_else(Vec::new, |d| {
-                    partition::tuple(&d.info.fields, &d.transforms, &d.source_types, df.partition())
+                    partition::tuple(
+                        &d.info.fields,
+                        &d.transforms,
+                        &d.source_types,
+                        df.partition(),
+                    )
                 }),
                 ..PartitionAcc::default()
             });
@@ -609,7 +646,8 @@ pub async fn scan_loaded(
             let records = df.record_count();
             match delete_kind(e) {
                 None => {
-                    acc.data.add(size, records, write.small_file_threshold_bytes);
+                    acc.data
+                        .add(size, records, write.small_file_threshold_bytes);
                     data_files.add(size, records, write.small_file_threshold_bytes);
                     if let Some(seq) = le.data_sequence_number {
                         acc.min_data_seq = Some(acc.min_data_seq.map_or(seq, |m| m.min(seq)));
@@ -637,11 +675,11 @@ pub async fn scan_loaded(
                     };
                     stats.files += 1;
                     // A DV's bytes are its blob inside a shared Puffin file.
-                    stats.bytes += df
-                        .content_size_in_bytes()
-                        .map_or(size, |s| s.max(0) as u64);
+                    stats.bytes += df.content_size_in_bytes().map_or(size, |s| s.max(0) as u64);
                     stats.records += records;
-                    let referenced = (kind != DeleteKind::Equality).then(|| referenced_file(e)).flatten();
+                    let referenced = (kind != DeleteKind::Equality)
+                        .then(|| referenced_file(e))
+                        .flatten();
                     acc.pending_deletes
                         .push((kind, le.data_sequence_number, referenced));
                 }
@@ -664,7 +702,9 @@ pub async fn scan_loaded(
         for (kind, seq, referenced) in std::mem::take(&mut acc.pending_deletes) {
             let dangling = match kind {
                 DeleteKind::Position | DeleteKind::Vector => {
-                    referenced.as_ref().is_some_and(|r| !live_data_paths.contains(r))
+                    referenced
+                        .as_ref()
+                        .is_some_and(|r| !live_data_paths.contains(r))
                         || match (seq, acc.min_data_seq) {
                             // Applies to data files with data seq <= its own.
                             (Some(s), Some(min)) => s < min,
@@ -673,7 +713,11 @@ pub async fn scan_loaded(
                         }
                 }
                 DeleteKind::Equality => {
-                    let min = if global_scope { global_min_seq } else { acc.min_data_seq };
+                    let min = if global_scope {
+                        global_min_seq
+                    } else {
+                        acc.min_data_seq
+                    };
                     match (seq, min) {
                         // Applies to data files with data seq < its own.
                         (Some(s), Some(min)) => s <= min,
@@ -760,11 +804,16 @@ pub async fn list_files(table: &LoadedTable, options: &ScanOptions) -> Result<Ve
         return Ok(Vec::new());
     };
     let (_, decoders) = spec_decoders(md);
-    let (_, list) =
-        read_manifest_list(&table.storage, &name, snapshot.manifest_list(), md.format_version())
-            .await?;
+    let (_, list) = read_manifest_list(
+        &table.storage,
+        &name,
+        snapshot.manifest_list(),
+        md.format_version(),
+    )
+    .await?;
     let manifests: Vec<ManifestFile> = list.consume_entries().into_iter().collect();
-    let reads = read_current_manifests(&table.storage, &name, &manifests, options.concurrency).await?;
+    let reads =
+        read_current_manifests(&table.storage, &name, &manifests, options.concurrency).await?;
     let mut out = Vec::new();
     for (_, read) in reads {
         for le in read.live {

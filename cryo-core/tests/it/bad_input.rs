@@ -15,7 +15,12 @@ fn register(db: &std::path::Path, rows: &[(&str, String)]) {
         ));
     }
     script.push_str("c.commit()\n");
-    let ok = std::process::Command::new("python3").arg("-c").arg(script).arg(db).status().unwrap();
+    let ok = std::process::Command::new("python3")
+        .arg("-c")
+        .arg(script)
+        .arg(db)
+        .status()
+        .unwrap();
     assert!(ok.success());
 }
 
@@ -24,9 +29,12 @@ async fn broken_tables_get_typed_errors_and_do_not_fail_the_fleet() {
     let Some(m) = fixtures() else { return };
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path();
-    let good = m["tables"]["fixtures.pyiceberg.healthy"]["metadata_location"].as_str().unwrap();
+    let good = m["tables"]["fixtures.pyiceberg.healthy"]["metadata_location"]
+        .as_str()
+        .unwrap();
     let good_json: Value =
-        serde_json::from_slice(&std::fs::read(good.trim_start_matches("file://")).unwrap()).unwrap();
+        serde_json::from_slice(&std::fs::read(good.trim_start_matches("file://")).unwrap())
+            .unwrap();
     let write = |name: &str, bytes: &[u8]| {
         let p = root.join(name);
         std::fs::write(&p, bytes).unwrap();
@@ -61,7 +69,10 @@ async fn broken_tables_get_typed_errors_and_do_not_fail_the_fleet() {
     let db = root.join("catalog.db");
     let catalog = Catalog::connect(CatalogConfig::new(
         "broken",
-        [("uri", format!("sqlite:///{}", db.display())), ("init_catalog_tables", "true".into())],
+        [
+            ("uri", format!("sqlite:///{}", db.display())),
+            ("init_catalog_tables", "true".into()),
+        ],
     ))
     .await
     .unwrap();
@@ -83,16 +94,31 @@ async fn broken_tables_get_typed_errors_and_do_not_fail_the_fleet() {
         async move { scan_table(catalog, &id, &ScanOptions::default(), &SystemClock).await }
     };
     let e = scan("truncated").await.unwrap_err();
-    assert!(matches!(&e, Error::Metadata { table, location, .. } if table == "db.truncated" && *location == truncated), "{e}");
+    assert!(
+        matches!(&e, Error::Metadata { table, location, .. } if table == "db.truncated" && *location == truncated),
+        "{e}"
+    );
     let e = scan("future").await.unwrap_err();
-    assert!(matches!(e, Error::Unsupported { .. }) && e.to_string().contains("format version 9"), "{e}");
+    assert!(
+        matches!(e, Error::Unsupported { .. }) && e.to_string().contains("format version 9"),
+        "{e}"
+    );
     let e = scan("no_list").await.unwrap_err();
-    assert!(matches!(&e, Error::Metadata { location, .. } if location.ends_with("gone/snap-1.avro")), "{e}");
+    assert!(
+        matches!(&e, Error::Metadata { location, .. } if location.ends_with("gone/snap-1.avro")),
+        "{e}"
+    );
     assert!(e.to_string().contains("cannot read manifest list"), "{e}");
     let e = scan("garbage_list").await.unwrap_err();
-    assert!(matches!(&e, Error::Metadata { location, .. } if location.ends_with("snap-garbage.avro")), "{e}");
+    assert!(
+        matches!(&e, Error::Metadata { location, .. } if location.ends_with("snap-garbage.avro")),
+        "{e}"
+    );
     let e = scan("missing").await.unwrap_err();
-    assert!(matches!(&e, Error::Metadata { location, .. } if *location == missing), "{e}");
+    assert!(
+        matches!(&e, Error::Metadata { location, .. } if *location == missing),
+        "{e}"
+    );
     assert!(e.to_string().contains("not found"), "{e}");
 
     let listing = || {
@@ -106,10 +132,16 @@ async fn broken_tables_get_typed_errors_and_do_not_fail_the_fleet() {
         v
     };
     let before = listing();
-    let fleet = scan_fleet(&catalog, &FleetScanOptions::default(), &SystemClock).await.unwrap();
+    let fleet = scan_fleet(&catalog, &FleetScanOptions::default(), &SystemClock)
+        .await
+        .unwrap();
     assert_eq!(fleet.tables.len(), 1);
     assert_eq!(fleet.tables[0].table.to_string(), "db.good");
-    let codes: Vec<(&str, &str)> = fleet.errors.iter().map(|e| (e.target.as_str(), e.code.as_str())).collect();
+    let codes: Vec<(&str, &str)> = fleet
+        .errors
+        .iter()
+        .map(|e| (e.target.as_str(), e.code.as_str()))
+        .collect();
     assert_eq!(
         codes,
         vec![

@@ -16,11 +16,19 @@ fn table_entry<'a>(m: &'a serde_json::Value, key: &str) -> &'a serde_json::Value
 #[tokio::test]
 async fn sql_catalog_lists_namespaces_and_tables() {
     let Some(m) = fixtures() else { return };
-    let catalog = Catalog::connect(fixture_catalog(&m, "fixtures")).await.unwrap();
+    let catalog = Catalog::connect(fixture_catalog(&m, "fixtures"))
+        .await
+        .unwrap();
     assert_eq!(catalog.kind(), CatalogKind::Sql);
-    assert_eq!(catalog.as_sql().unwrap().schema_version().await.unwrap(), SqlSchemaVersion::V1);
+    assert_eq!(
+        catalog.as_sql().unwrap().schema_version().await.unwrap(),
+        SqlSchemaVersion::V1
+    );
     let ns = catalog.list_namespaces().await.unwrap();
-    assert_eq!(ns, vec![Namespace::new(["pyiceberg"]), Namespace::new(["spark"])]);
+    assert_eq!(
+        ns,
+        vec![Namespace::new(["pyiceberg"]), Namespace::new(["spark"])]
+    );
     let tables = catalog.list_all_tables().await.unwrap();
     let expected: Vec<String> = m["tables"]
         .as_object()
@@ -31,8 +39,14 @@ async fn sql_catalog_lists_namespaces_and_tables() {
         .collect();
     let mut expected = expected;
     expected.sort();
-    assert_eq!(tables.iter().map(ToString::to_string).collect::<Vec<_>>(), expected);
-    let err = catalog.load_table(&TableId::parse("pyiceberg.nope").unwrap()).await.unwrap_err();
+    assert_eq!(
+        tables.iter().map(ToString::to_string).collect::<Vec<_>>(),
+        expected
+    );
+    let err = catalog
+        .load_table(&TableId::parse("pyiceberg.nope").unwrap())
+        .await
+        .unwrap_err();
     assert!(matches!(err, Error::NotFound { .. }), "{err}");
 }
 
@@ -40,7 +54,10 @@ async fn sql_catalog_lists_namespaces_and_tables() {
 async fn sql_catalog_reads_the_old_schema_and_upgrades_on_request() {
     let Some(m) = fixtures() else { return };
     let dir = tempfile::tempdir().unwrap();
-    let src = m["catalogs"]["fixtures"]["uri"].as_str().unwrap().trim_start_matches("sqlite:///");
+    let src = m["catalogs"]["fixtures"]["uri"]
+        .as_str()
+        .unwrap()
+        .trim_start_matches("sqlite:///");
     let db = dir.path().join("old.db");
     std::fs::copy(src, &db).unwrap();
     // Java's JdbcCatalog "V0" schema: no iceberg_type column.
@@ -55,7 +72,10 @@ async fn sql_catalog_reads_the_old_schema_and_upgrades_on_request() {
     let sql = catalog.as_sql().unwrap();
     assert_eq!(sql.schema_version().await.unwrap(), SqlSchemaVersion::V0);
     assert_eq!(catalog.list_all_tables().await.unwrap().len(), 6);
-    catalog.load_table(&TableId::parse("pyiceberg.events").unwrap()).await.unwrap();
+    catalog
+        .load_table(&TableId::parse("pyiceberg.events").unwrap())
+        .await
+        .unwrap();
     assert_eq!(sql.upgrade_schema().await.unwrap(), SqlSchemaVersion::V1);
     assert_eq!(sql.schema_version().await.unwrap(), SqlSchemaVersion::V1);
     assert_eq!(catalog.list_all_tables().await.unwrap().len(), 6);
@@ -67,24 +87,50 @@ async fn sql_catalog_refuses_a_missing_database() {
     let err = Catalog::connect(config).await.unwrap_err();
     assert!(matches!(err, Error::Config { .. }), "{err}");
     assert!(err.to_string().contains("init_catalog_tables"), "{err}");
-    let bad = CatalogConfig::new("c", [("uri", "sqlite:////tmp/x.db"), ("pool.max-connections", "lots")]);
-    assert!(matches!(Catalog::connect(bad).await.unwrap_err(), Error::Config { .. }));
+    let bad = CatalogConfig::new(
+        "c",
+        [
+            ("uri", "sqlite:////tmp/x.db"),
+            ("pool.max-connections", "lots"),
+        ],
+    );
+    assert!(matches!(
+        Catalog::connect(bad).await.unwrap_err(),
+        Error::Config { .. }
+    ));
 }
 
 #[tokio::test]
 async fn hadoop_catalog_follows_the_version_hint() {
     let Some(m) = fixtures() else { return };
-    let catalog = Catalog::connect(fixture_catalog(&m, "hadoop")).await.unwrap();
+    let catalog = Catalog::connect(fixture_catalog(&m, "hadoop"))
+        .await
+        .unwrap();
     assert_eq!(catalog.kind(), CatalogKind::Hadoop);
     let tables = catalog.list_all_tables().await.unwrap();
     assert_eq!(tables, vec![TableId::parse("db.hadoop_tbl").unwrap()]);
     let entry = table_entry(&m, "hadoop.db.hadoop_tbl");
     let t = catalog.load_table(&tables[0]).await.unwrap();
     let loc = t.metadata_location.clone().unwrap();
-    assert!(loc.ends_with(entry["metadata_location"].as_str().unwrap().rsplit('/').next().unwrap()), "{loc}");
-    let scan = scan_table(&catalog, &tables[0], &ScanOptions::default(), &SystemClock).await.unwrap();
+    assert!(
+        loc.ends_with(
+            entry["metadata_location"]
+                .as_str()
+                .unwrap()
+                .rsplit('/')
+                .next()
+                .unwrap()
+        ),
+        "{loc}"
+    );
+    let scan = scan_table(&catalog, &tables[0], &ScanOptions::default(), &SystemClock)
+        .await
+        .unwrap();
     assert_eq!(scan.data_files.count, entry["data_files"].as_u64().unwrap());
-    assert_eq!(scan.delete_files.position.files, entry["position_delete_files"].as_u64().unwrap());
+    assert_eq!(
+        scan.delete_files.position.files,
+        entry["position_delete_files"].as_u64().unwrap()
+    );
 }
 
 #[tokio::test]
@@ -92,18 +138,25 @@ async fn static_tables_from_a_metadata_file_or_a_directory() {
     let Some(m) = fixtures() else { return };
     let entry = table_entry(&m, "fixtures.pyiceberg.events");
     let loc = entry["metadata_location"].as_str().unwrap();
-    let catalog = Catalog::connect(CatalogConfig::new("one", [("metadata-location", loc)])).await.unwrap();
+    let catalog = Catalog::connect(CatalogConfig::new("one", [("metadata-location", loc)]))
+        .await
+        .unwrap();
     assert_eq!(catalog.kind(), CatalogKind::Static);
     let ids = catalog.list_all_tables().await.unwrap();
     assert_eq!(ids, vec![TableId::parse("pyiceberg.events").unwrap()]);
-    let scan = scan_table(&catalog, &ids[0], &ScanOptions::default(), &SystemClock).await.unwrap();
+    let scan = scan_table(&catalog, &ids[0], &ScanOptions::default(), &SystemClock)
+        .await
+        .unwrap();
     assert_eq!(scan.data_files.count, entry["data_files"].as_u64().unwrap());
 
     let hadoop = table_entry(&m, "hadoop.db.hadoop_tbl");
     let dir = hadoop["location"].as_str().unwrap();
-    let catalog = Catalog::connect(CatalogConfig::new("one", [("type", "static"), ("metadata-location", dir)]))
-        .await
-        .unwrap();
+    let catalog = Catalog::connect(CatalogConfig::new(
+        "one",
+        [("type", "static"), ("metadata-location", dir)],
+    ))
+    .await
+    .unwrap();
     let ids = catalog.list_all_tables().await.unwrap();
     let t = catalog.load_table(&ids[0]).await.unwrap();
     assert!(t.metadata_location.unwrap().ends_with(".metadata.json"));
@@ -118,8 +171,12 @@ async fn s3_tables_on_a_loopback_server() {
     if m["tables"]["fixtures_s3.pyiceberg.s3_small"].is_null() {
         panic!("the S3 fixture is missing: run make_fixtures.py --s3");
     }
-    let catalog = Catalog::connect(fixture_catalog(&m, "fixtures_s3")).await.unwrap();
-    let fleet = scan_fleet(&catalog, &FleetScanOptions::default(), &SystemClock).await.unwrap();
+    let catalog = Catalog::connect(fixture_catalog(&m, "fixtures_s3"))
+        .await
+        .unwrap();
+    let fleet = scan_fleet(&catalog, &FleetScanOptions::default(), &SystemClock)
+        .await
+        .unwrap();
     assert!(fleet.errors.is_empty(), "{:?}", fleet.errors);
     let entry = table_entry(&m, "fixtures_s3.pyiceberg.s3_small");
     let scan = &fleet.tables[0];
@@ -129,10 +186,18 @@ async fn s3_tables_on_a_loopback_server() {
 
     // moto accepts any key, so check that configured keys never reach Debug output or scans.
     let mut secret = fixture_catalog(&m, "fixtures_s3");
-    secret.properties.insert("s3.secret-access-key".into(), "planted-secret-value".into());
+    secret
+        .properties
+        .insert("s3.secret-access-key".into(), "planted-secret-value".into());
     let catalog = Catalog::connect(secret).await.unwrap();
-    let scan = scan_table(&catalog, &scan.table, &ScanOptions::default(), &SystemClock).await.unwrap();
-    let shown = format!("{catalog:?} {:?} {}", catalog.storage(), serde_json::to_string(&scan).unwrap());
+    let scan = scan_table(&catalog, &scan.table, &ScanOptions::default(), &SystemClock)
+        .await
+        .unwrap();
+    let shown = format!(
+        "{catalog:?} {:?} {}",
+        catalog.storage(),
+        serde_json::to_string(&scan).unwrap()
+    );
     assert!(!shown.contains("planted-secret-value"), "secret leaked");
 }
 
@@ -157,17 +222,35 @@ async fn rest_config(extra: &[(&str, String)]) -> Option<CatalogConfig> {
 #[tokio::test]
 async fn rest_catalog_with_oauth2_client_credentials_and_bearer_token() {
     let Some(m) = fixtures() else { return };
-    let Some(credential) = service_env("CRYO_REST_CREDENTIAL") else { return };
-    let Some(config) = rest_config(&[("credential", credential.clone())]).await else { return };
+    let Some(credential) = service_env("CRYO_REST_CREDENTIAL") else {
+        return;
+    };
+    let Some(config) = rest_config(&[("credential", credential.clone())]).await else {
+        return;
+    };
     if m["tables"]["rest.cryo_rest.small"].is_null() {
         panic!("the REST fixture is missing: run make_fixtures.py --rest");
     }
     let catalog = Catalog::connect(config).await.unwrap();
     assert_eq!(catalog.kind(), CatalogKind::Rest);
-    assert!(catalog.list_namespaces().await.unwrap().contains(&Namespace::new(["cryo_rest"])));
+    assert!(
+        catalog
+            .list_namespaces()
+            .await
+            .unwrap()
+            .contains(&Namespace::new(["cryo_rest"]))
+    );
     let id = TableId::parse("cryo_rest.small").unwrap();
-    assert!(catalog.list_tables(&Namespace::new(["cryo_rest"])).await.unwrap().contains(&id));
-    let scan = scan_table(&catalog, &id, &ScanOptions::default(), &SystemClock).await.unwrap();
+    assert!(
+        catalog
+            .list_tables(&Namespace::new(["cryo_rest"]))
+            .await
+            .unwrap()
+            .contains(&id)
+    );
+    let scan = scan_table(&catalog, &id, &ScanOptions::default(), &SystemClock)
+        .await
+        .unwrap();
     let entry = table_entry(&m, "rest.cryo_rest.small");
     assert_eq!(scan.data_files.count, entry["data_files"].as_u64().unwrap());
     assert_eq!(scan.io.reads_of(PathKind::DataFile), 0);
@@ -175,14 +258,23 @@ async fn rest_catalog_with_oauth2_client_credentials_and_bearer_token() {
     // Bearer token: fetch one with the same client credentials, then configure only `token`.
     let uri = std::env::var("CRYO_REST_URI").unwrap();
     let (id_part, secret_part) = credential.split_once(':').unwrap();
-    let token: serde_json::Value = reqwest_form(&format!("{uri}/v1/oauth/tokens"), id_part, secret_part).await;
+    let token: serde_json::Value =
+        reqwest_form(&format!("{uri}/v1/oauth/tokens"), id_part, secret_part).await;
     let token = token["access_token"].as_str().unwrap().to_string();
     let config = rest_config(&[("token", token)]).await.unwrap();
     let catalog = Catalog::connect(config).await.unwrap();
-    assert!(catalog.list_tables(&Namespace::new(["cryo_rest"])).await.unwrap().contains(&id));
+    assert!(
+        catalog
+            .list_tables(&Namespace::new(["cryo_rest"]))
+            .await
+            .unwrap()
+            .contains(&id)
+    );
 
     // Wrong credentials: a catalog error that never shows the secret.
-    let config = rest_config(&[("credential", format!("{id_part}:not-the-secret-x9"))]).await.unwrap();
+    let config = rest_config(&[("credential", format!("{id_part}:not-the-secret-x9"))])
+        .await
+        .unwrap();
     let err = Catalog::connect(config).await.unwrap_err();
     let text = format!("{err} {err:?}");
     assert!(matches!(err, Error::Catalog { .. }), "{err}");
@@ -190,9 +282,20 @@ async fn rest_catalog_with_oauth2_client_credentials_and_bearer_token() {
 }
 
 async fn reqwest_form(url: &str, id: &str, secret: &str) -> serde_json::Value {
-    let body = format!("grant_type=client_credentials&client_id={id}&client_secret={secret}&scope=catalog");
+    let body = format!(
+        "grant_type=client_credentials&client_id={id}&client_secret={secret}&scope=catalog"
+    );
     let out = std::process::Command::new("curl")
-        .args(["-s", "-X", "POST", "-H", "Content-Type: application/x-www-form-urlencoded", "-d", &body, url])
+        .args([
+            "-s",
+            "-X",
+            "POST",
+            "-H",
+            "Content-Type: application/x-www-form-urlencoded",
+            "-d",
+            &body,
+            url,
+        ])
         .output()
         .unwrap();
     serde_json::from_slice(&out.stdout).unwrap()

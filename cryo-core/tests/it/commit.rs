@@ -542,14 +542,22 @@ async fn tables_in_memory_storage() {
         .create_table(&id, NewTable::new(schema()).with_partition_spec(by_day()))
         .await
         .unwrap();
-    assert!(created.metadata_location.as_deref().unwrap().starts_with("memory://cryo-it-mem/wh/db/events/metadata/"));
+    assert!(
+        created
+            .metadata_location
+            .as_deref()
+            .unwrap()
+            .starts_with("memory://cryo-it-mem/wh/db/events/metadata/")
+    );
     let mut table = created;
     for i in 0..3 {
         table = append(&catalog, &table, rows(i * 10, 10, 2)).await;
     }
     assert_eq!(catalog.list_all_tables().await.unwrap(), vec![id.clone()]);
     assert_eq!(read_rows(&table).await, 30);
-    let scan = scan_table(&catalog, &id, &ScanOptions::default(), &SystemClock).await.unwrap();
+    let scan = scan_table(&catalog, &id, &ScanOptions::default(), &SystemClock)
+        .await
+        .unwrap();
     assert_eq!(scan.snapshots.count, 3);
     assert_eq!(scan.data_files.records, 30);
     assert_eq!(scan.partitions.len(), 2);

@@ -20,10 +20,16 @@ pub fn fixtures() -> Option<Value> {
     match std::fs::read(&path) {
         Ok(bytes) => Some(serde_json::from_slice(&bytes).expect("fixture manifest is JSON")),
         Err(_) if std::env::var("CRYO_REQUIRE_PEERS").as_deref() == Ok("1") => {
-            panic!("fixtures missing at {} (run tests/fixtures/make_fixtures.py)", path.display())
+            panic!(
+                "fixtures missing at {} (run tests/fixtures/make_fixtures.py)",
+                path.display()
+            )
         }
         Err(_) => {
-            eprintln!("skipping: no fixtures at {} (run tests/fixtures/make_fixtures.py)", path.display());
+            eprintln!(
+                "skipping: no fixtures at {} (run tests/fixtures/make_fixtures.py)",
+                path.display()
+            );
             None
         }
     }

@@ -77,7 +77,10 @@ async fn check_tables(lake: &DemoLake) {
 }
 
 #[tokio::test]
-#[allow(clippy::too_many_lines, reason = "one build of the lake, checked end to end")]
+#[allow(
+    clippy::too_many_lines,
+    reason = "one build of the lake, checked end to end"
+)]
 async fn demo_lake_is_what_it_says_and_decayed_as_promised() {
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path().join("lake");

@@ -3,11 +3,11 @@
 
 use std::collections::BTreeMap;
 
+use cryo_core::Catalog;
 use cryo_core::clock::FixedClock;
 use cryo_core::grade::{GradeOptions, checks_markdown, grade};
 use cryo_core::plan::{PlanOptions, StepParams, plan_fleet};
 use cryo_core::scan::{FleetScanOptions, scan_fleet};
-use cryo_core::Catalog;
 use serde_json::{Value, json};
 
 use crate::common::{fixture_catalog, fixtures, repo_root};
@@ -51,7 +51,9 @@ Count limits are multiplied by the size factor: 1 up to 1 GiB of live data, then
 /// Keep what is stable across fixture regenerations: no ids, uuids, paths or wall-clock times.
 fn normalize_step(params: &StepParams, now: i64) -> Value {
     let mut v = serde_json::to_value(params).unwrap();
-    if let StepParams::ExpireSnapshots { older_than_ms, .. } | StepParams::RemoveOrphanFiles { older_than_ms, .. } = params {
+    if let StepParams::ExpireSnapshots { older_than_ms, .. }
+    | StepParams::RemoveOrphanFiles { older_than_ms, .. } = params
+    {
         v["older_than_ms"] = json!(format!("now-{}ms", now - older_than_ms));
     }
     v
@@ -60,11 +62,23 @@ fn normalize_step(params: &StepParams, now: i64) -> Value {
 #[tokio::test]
 async fn fixture_reports_and_plans() {
     let Some(m) = fixtures() else { return };
-    let catalog = Catalog::connect(fixture_catalog(&m, "fixtures")).await.unwrap();
-    let probe = scan_fleet(&catalog, &FleetScanOptions::default(), &FixedClock(0)).await.unwrap();
+    let catalog = Catalog::connect(fixture_catalog(&m, "fixtures"))
+        .await
+        .unwrap();
+    let probe = scan_fleet(&catalog, &FleetScanOptions::default(), &FixedClock(0))
+        .await
+        .unwrap();
     // "Now" is one hour after the newest commit of the fleet: ages are stable across regenerations.
-    let now = probe.tables.iter().map(|t| t.last_updated_ms).max().unwrap() + 3_600_000;
-    let fleet = scan_fleet(&catalog, &FleetScanOptions::default(), &FixedClock(now)).await.unwrap();
+    let now = probe
+        .tables
+        .iter()
+        .map(|t| t.last_updated_ms)
+        .max()
+        .unwrap()
+        + 3_600_000;
+    let fleet = scan_fleet(&catalog, &FleetScanOptions::default(), &FixedClock(now))
+        .await
+        .unwrap();
     let mut pairs = Vec::new();
     let mut reports = BTreeMap::new();
     for scan in &fleet.tables {
@@ -108,7 +122,12 @@ async fn fixture_reports_and_plans() {
     }
 }
 
-fn check_plan(name: &str, pairs: &[(cryo_core::scan::TableScan, cryo_core::grade::HealthReport)], options: &PlanOptions, now: i64) {
+fn check_plan(
+    name: &str,
+    pairs: &[(cryo_core::scan::TableScan, cryo_core::grade::HealthReport)],
+    options: &PlanOptions,
+    now: i64,
+) {
     let plan = plan_fleet("fixtures", pairs, options, &BTreeMap::new(), now).unwrap();
     let tables: Vec<Value> = plan
         .tables
@@ -140,6 +159,8 @@ fn check_plan(name: &str, pairs: &[(cryo_core::scan::TableScan, cryo_core::grade
         .collect();
     check_golden(
         &format!("golden/plans/{name}.json"),
-        &(serde_json::to_string_pretty(&json!({"tables": tables, "skipped_tables": skipped})).unwrap() + "\n"),
+        &(serde_json::to_string_pretty(&json!({"tables": tables, "skipped_tables": skipped}))
+            .unwrap()
+            + "\n"),
     );
 }
