@@ -37,7 +37,7 @@ impl Operation {
         Operation::RemoveOrphanFiles,
     ];
 
-    /// Stable snake_case name.
+    /// Stable `snake_case` name.
     pub fn as_str(self) -> &'static str {
         match self {
             Operation::ConvertEqualityDeletes => "convert_equality_deletes",
