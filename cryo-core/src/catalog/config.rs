@@ -147,10 +147,10 @@ impl CatalogConfig {
             if props::is_secret(k) && v.len() >= 3 {
                 out = out.replace(v.as_str(), "***");
                 // OAuth2 credentials appear split into id and secret.
-                if let Some((_, secret)) = v.split_once(':') {
-                    if secret.len() >= 3 {
-                        out = out.replace(secret, "***");
-                    }
+                if let Some((_, secret)) = v.split_once(':')
+                    && secret.len() >= 3
+                {
+                    out = out.replace(secret, "***");
                 }
             }
         }

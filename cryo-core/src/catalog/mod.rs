@@ -13,6 +13,7 @@ pub mod props;
 mod sql;
 
 use std::fmt;
+use std::path::Path;
 use std::sync::Arc;
 
 use iceberg::io::{FileIO, FileIOBuilder};
@@ -422,7 +423,7 @@ impl Catalog {
                         what: format!("table {id} (this catalog holds only {sid})"),
                     });
                 }
-                let location = if location.ends_with(".json") {
+                let location = if names_json_file(location) {
                     location.clone()
                 } else {
                     hadoop::current_metadata_file(&self.storage(), &table_name, location).await?
@@ -541,10 +542,18 @@ impl Catalog {
     }
 }
 
+/// Whether a static location names a metadata file rather than a table directory. The extension
+/// is compared ignoring ASCII case: object stores keep whatever case the writer chose.
+fn names_json_file(location: &str) -> bool {
+    Path::new(location)
+        .extension()
+        .is_some_and(|ext| ext.eq_ignore_ascii_case("json"))
+}
+
 /// `…/<ns>/<table>/metadata/vN.metadata.json` → `<ns>.<table>`; falls back to `default.<dir>`.
 fn static_table_id(location: &str) -> TableId {
     let trimmed = location.trim_end_matches('/');
-    let table_dir = if trimmed.ends_with(".json") {
+    let table_dir = if names_json_file(trimmed) {
         trimmed
             .rsplit_once('/')
             .map_or(trimmed, |(d, _)| d)
@@ -598,5 +607,13 @@ mod tests {
         );
         assert_eq!(static_table_id("s3://b/db/t/").to_string(), "db.t");
         assert_eq!(static_table_id("/t").to_string(), "default.t");
+    }
+
+    #[test]
+    fn static_locations_name_files_or_directories() {
+        assert!(names_json_file("s3://b/db/t/metadata/v1.metadata.json"));
+        assert!(names_json_file("/wh/db/t/metadata/V1.METADATA.JSON"));
+        assert!(!names_json_file("s3://b/db/t"));
+        assert!(!names_json_file("/wh/db/t/"));
     }
 }

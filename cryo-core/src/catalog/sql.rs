@@ -146,11 +146,6 @@ impl SqlCatalog {
         &self.path
     }
 
-    /// The sqlite pool (the commit layer runs its compare-and-swap on it).
-    pub(crate) fn pool(&self) -> &SqlitePool {
-        &self.pool
-    }
-
     /// Catalog name.
     pub fn name(&self) -> &str {
         &self.name
