@@ -186,18 +186,3 @@ impl From<iceberg::Error> for Error {
         }
     }
 }
-
-/// Convert a Cryo error into an upstream iceberg error (for trait impls iceberg calls into).
-pub(crate) fn to_iceberg(err: Error) -> iceberg::Error {
-    let kind = match &err {
-        Error::NotFound { .. } => iceberg::ErrorKind::TableNotFound,
-        Error::Unsupported { .. } => iceberg::ErrorKind::FeatureUnsupported,
-        Error::CommitConflict { .. } => iceberg::ErrorKind::CatalogCommitConflicts,
-        Error::Metadata { .. } | Error::Validation { .. } | Error::Config { .. } => {
-            iceberg::ErrorKind::DataInvalid
-        }
-        _ => iceberg::ErrorKind::Unexpected,
-    };
-    let retryable = err.is_retryable();
-    iceberg::Error::new(kind, err.to_string()).with_retryable(retryable)
-}
