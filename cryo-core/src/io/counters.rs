@@ -1,3 +1,4 @@
+use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use serde::{Deserialize, Serialize};
@@ -41,15 +42,18 @@ impl PathKind {
             PathKind::MetadataJson
         } else if name == "version-hint.text" {
             PathKind::VersionHint
-        } else if name.ends_with(".puffin") || name.ends_with(".stats") {
+        } else if has_extension(name, "puffin") || has_extension(name, "stats") {
             PathKind::Puffin
-        } else if name.ends_with(".avro") && in_metadata_dir {
+        } else if has_extension(name, "avro") && in_metadata_dir {
             if name.starts_with("snap-") {
                 PathKind::ManifestList
             } else {
                 PathKind::Manifest
             }
-        } else if name.ends_with(".parquet") || name.ends_with(".orc") || name.ends_with(".avro") {
+        } else if ["parquet", "orc", "avro"]
+            .iter()
+            .any(|ext| has_extension(name, ext))
+        {
             PathKind::DataFile
         } else {
             PathKind::Other
@@ -59,6 +63,14 @@ impl PathKind {
     fn index(self) -> usize {
         self as usize
     }
+}
+
+/// Whether a file name ends in `.<ext>`, ignoring ASCII case: object stores keep whatever case
+/// the writer chose.
+fn has_extension(name: &str, ext: &str) -> bool {
+    Path::new(name)
+        .extension()
+        .is_some_and(|e| e.eq_ignore_ascii_case(ext))
 }
 
 /// Live counters of storage reads and writes, by kind of path. Cheap to share (`Arc`).
@@ -171,6 +183,10 @@ mod tests {
         assert_eq!(
             PathKind::of(&format!("{t}/metadata/x.stats")),
             PathKind::Puffin
+        );
+        assert_eq!(
+            PathKind::of(&format!("{t}/data/00000-0-X.PARQUET")),
+            PathKind::DataFile
         );
     }
 }

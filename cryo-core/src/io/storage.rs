@@ -200,6 +200,7 @@ impl ObjectStorage {
     }
 
     /// The same storage (same configuration and connections) reporting to new counters.
+    #[must_use]
     pub fn with_fresh_counters(&self) -> ObjectStorage {
         ObjectStorage {
             props: self.props.clone(),
@@ -395,6 +396,10 @@ fn is_not_found(e: &Error) -> bool {
         if matches!(s.downcast_ref::<object_store::Error>(), Some(object_store::Error::NotFound { .. })))
 }
 
+#[allow(
+    clippy::needless_pass_by_value,
+    reason = "a `map_err` adapter: taking the error by value keeps call sites `.map_err(ice)`"
+)]
 fn ice(e: Error) -> iceberg::Error {
     let kind = if is_not_found(&e) {
         // iceberg has no "not found" kind for files; DataInvalid is what its own FS storage uses.
