@@ -1,6 +1,8 @@
 //! The checks. Each is a pure function of the scan; thresholds and the reasoning behind them
 //! sit next to the code and are rendered to `docs/grading.md` by [`checks_markdown`].
 
+use std::fmt::Write as _;
+
 use super::{Finding, Remedy, Severity};
 use crate::ops::Operation;
 use crate::scan::TableScan;
@@ -740,10 +742,11 @@ pub fn checks_markdown() -> String {
     let mut out =
         String::from("| code | measures | thresholds and why | fix |\n|---|---|---|---|\n");
     for c in CHECKS {
-        out.push_str(&format!(
-            "| `{}` | {} | {} | {} |\n",
+        let _ = writeln!(
+            out,
+            "| `{}` | {} | {} | {} |",
             c.code, c.title, c.rationale, c.remedy
-        ));
+        );
     }
     out
 }

@@ -163,22 +163,13 @@ pub struct Finding {
 }
 
 /// Grading options: thresholds live in the checks; these are the knobs around them.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 #[serde(default)]
 pub struct GradeOptions {
     /// Check codes to skip (e.g. `table_statistics` for engines without a CBO).
     pub skip: Vec<String>,
     /// Prices for the cost estimate.
     pub cost: CostModel,
-}
-
-impl Default for GradeOptions {
-    fn default() -> Self {
-        Self {
-            skip: Vec::new(),
-            cost: CostModel::default(),
-        }
-    }
 }
 
 impl GradeOptions {
@@ -296,6 +287,10 @@ mod tests {
     }
 
     #[test]
+    #[allow(
+        clippy::float_cmp,
+        reason = "up to 1 GiB size_factor returns the literal 1.0; exact equality is the point"
+    )]
     fn size_factor_grows_logarithmically() {
         assert_eq!(size_factor(10 << 20), 1.0);
         assert_eq!(size_factor(1 << 30), 1.0);
