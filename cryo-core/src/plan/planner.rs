@@ -1,15 +1,19 @@
 use std::collections::{BTreeMap, BTreeSet};
+use std::fmt::Write as _;
 
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use super::model::*;
+use super::model::{
+    Chunk, MaintenancePlan, PLAN_FORMAT_VERSION, PartitionTarget, PlannedStep, RewriteStrategy,
+    SkippedStep, SkippedTable, StepParams, TableControl, TablePlan, Window,
+};
 use super::predicate::field_predicate;
 use crate::catalog::TableId;
 use crate::error::{Error, Result};
 use crate::grade::{HealthReport, Remedy};
 use crate::ops::Operation;
-use crate::scan::{PartitionStats, TableScan};
+use crate::scan::{PartitionSpecInfo, PartitionStats, TableScan};
 
 const HOUR_MS: i64 = 3_600_000;
 const DAY_MS: i64 = 24 * HOUR_MS;
@@ -163,10 +167,10 @@ impl PlanOptions {
         if self.cooldowns_ms.values().any(|c| *c < 0) {
             return bad("cooldowns must not be negative");
         }
-        if let Some(w) = self.window {
-            if w.start_hour > 23 || w.end_hour > 24 {
-                return bad("window hours must be 0..=23 (start) and 0..=24 (end)");
-            }
+        if let Some(w) = self.window
+            && (w.start_hour > 23 || w.end_hour > 24)
+        {
+            return bad("window hours must be 0..=23 (start) and 0..=24 (end)");
         }
         match &self.strategy {
             RewriteStrategy::ZOrder { columns } if columns.len() < 2 => {
@@ -268,7 +272,7 @@ fn pack(
     let unpartitioned = cands.iter().any(|c| {
         scan.partitioning
             .spec(c.p.spec_id)
-            .is_none_or(|s| s.is_unpartitioned())
+            .is_none_or(PartitionSpecInfo::is_unpartitioned)
     });
     if whole || unpartitioned {
         let files = cands.iter().map(|c| c.files).sum();
@@ -428,22 +432,22 @@ pub fn plan_table(
         }
         None
     };
-    if let Some(w) = options.window {
-        if let Some(opens_in) = window_opens_in(w, now_ms) {
-            for op in &called_for {
-                skip(
-                    &mut plan,
-                    *op,
-                    format!(
-                        "outside the off-peak window {:02}:00-{:02}:00 UTC (opens in {})",
-                        w.start_hour,
-                        w.end_hour,
-                        fmt_duration(opens_in)
-                    ),
-                );
-            }
-            return Ok(plan);
+    if let Some(w) = options.window
+        && let Some(opens_in) = window_opens_in(w, now_ms)
+    {
+        for op in &called_for {
+            skip(
+                &mut plan,
+                *op,
+                format!(
+                    "outside the off-peak window {:02}:00-{:02}:00 UTC (opens in {})",
+                    w.start_hour,
+                    w.end_hour,
+                    fmt_duration(opens_in)
+                ),
+            );
         }
+        return Ok(plan);
     }
 
     let whole = scan.data_files.bytes + scan.delete_files.bytes() <= options.small_table_bytes;
@@ -486,7 +490,7 @@ pub fn plan_table(
                     && scan
                         .partitioning
                         .spec(p.spec_id)
-                        .is_none_or(|s| s.is_unpartitioned())
+                        .is_none_or(PartitionSpecInfo::is_unpartitioned)
             });
             let cands: Vec<Candidate<'_>> = scan
                 .partitions
@@ -970,8 +974,10 @@ impl MaintenancePlan {
             serde_json::to_vec(&copy).map_err(|e| Error::Internal(format!("plan to JSON: {e}")))?;
         Ok(Sha256::digest(&json)
             .iter()
-            .map(|b| format!("{b:02x}"))
-            .collect())
+            .fold(String::with_capacity(64), |mut hex, b| {
+                let _ = write!(hex, "{b:02x}");
+                hex
+            }))
     }
 
     /// Serialize (pretty JSON).
