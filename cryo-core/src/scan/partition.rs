@@ -1,6 +1,8 @@
 //! Partition tuples as Cryo stores them: typed values plus Iceberg's human form, computed
 //! without trusting the data (a tuple that does not match its spec degrades, never panics).
 
+use std::fmt::Write as _;
+
 use chrono::{DateTime, Datelike, NaiveDate};
 use iceberg::spec::{Literal, PrimitiveLiteral, PrimitiveType, Schema, Struct, Transform, Type};
 
@@ -17,7 +19,7 @@ fn date_from_days(days: i64) -> Option<NaiveDate> {
 
 /// The human form Iceberg uses in partition paths for a transformed value.
 pub(crate) fn human(
-    transform: &Transform,
+    transform: Transform,
     source_type: Option<&PrimitiveType>,
     value: &PartitionValue,
 ) -> String {
@@ -59,6 +61,15 @@ pub(crate) fn human(
     }
 }
 
+fn lower_hex(bytes: &[u8]) -> String {
+    bytes
+        .iter()
+        .fold(String::with_capacity(2 * bytes.len()), |mut hex, b| {
+            let _ = write!(hex, "{b:02x}");
+            hex
+        })
+}
+
 fn decimal_text(unscaled: i128, scale: u32) -> String {
     if scale == 0 {
         return unscaled.to_string();
@@ -93,9 +104,7 @@ pub(crate) fn value_of(
         PrimitiveLiteral::Float(f) => PartitionValue::Float(f64::from(f.0)),
         PrimitiveLiteral::Double(d) => PartitionValue::Float(d.0),
         PrimitiveLiteral::String(s) => PartitionValue::String(s),
-        PrimitiveLiteral::Binary(b) => {
-            PartitionValue::String(b.iter().map(|x| format!("{x:02x}")).collect())
-        }
+        PrimitiveLiteral::Binary(b) => PartitionValue::String(lower_hex(&b)),
         PrimitiveLiteral::Int128(i) => match result_type {
             Some(PrimitiveType::Decimal { scale, .. }) => {
                 PartitionValue::String(decimal_text(i, *scale))
@@ -139,7 +148,7 @@ pub(crate) fn tuple(
             let human = if transform == Transform::Void {
                 "null".to_string()
             } else {
-                human(&transform, source, &value)
+                human(transform, source, &value)
             };
             PartitionFieldValue {
                 field: f.name.clone(),
@@ -179,36 +188,36 @@ mod tests {
     fn human_forms_match_iceberg() {
         let d = days_from_epoch(NaiveDate::from_ymd_opt(2024, 1, 31).unwrap());
         assert_eq!(
-            human(&Transform::Day, None, &PartitionValue::Int(d)),
+            human(Transform::Day, None, &PartitionValue::Int(d)),
             "2024-01-31"
         );
         assert_eq!(
-            human(&Transform::Month, None, &PartitionValue::Int(12 * 54)),
+            human(Transform::Month, None, &PartitionValue::Int(12 * 54)),
             "2024-01"
         );
         assert_eq!(
-            human(&Transform::Year, None, &PartitionValue::Int(54)),
+            human(Transform::Year, None, &PartitionValue::Int(54)),
             "2024"
         );
         assert_eq!(
-            human(&Transform::Hour, None, &PartitionValue::Int(d * 24 + 10)),
+            human(Transform::Hour, None, &PartitionValue::Int(d * 24 + 10)),
             "2024-01-31-10"
         );
         assert_eq!(
-            human(&Transform::Month, None, &PartitionValue::Int(-1)),
+            human(Transform::Month, None, &PartitionValue::Int(-1)),
             "1969-12"
         );
         assert_eq!(
-            human(&Transform::Bucket(16), None, &PartitionValue::Int(3)),
+            human(Transform::Bucket(16), None, &PartitionValue::Int(3)),
             "3"
         );
         assert_eq!(
-            human(&Transform::Identity, None, &PartitionValue::Null),
+            human(Transform::Identity, None, &PartitionValue::Null),
             "null"
         );
         assert_eq!(
             human(
-                &Transform::Identity,
+                Transform::Identity,
                 Some(&PrimitiveType::Date),
                 &PartitionValue::Int(d)
             ),
@@ -216,7 +225,7 @@ mod tests {
         );
         // Out-of-range ordinals degrade to the number instead of panicking.
         assert_eq!(
-            human(&Transform::Day, None, &PartitionValue::Int(i64::MAX)),
+            human(Transform::Day, None, &PartitionValue::Int(i64::MAX)),
             i64::MAX.to_string()
         );
     }

@@ -10,7 +10,12 @@ use iceberg::spec::{
 };
 use serde::{Deserialize, Serialize};
 
-use super::model::*;
+use super::model::{
+    ColumnInfo, ColumnStatsCoverage, DeleteStats, FileEntry, FileStats, ManifestStats,
+    MetadataFileStats, PartitionFieldInfo, PartitionFieldValue, PartitionSpecInfo, PartitionStats,
+    PartitioningInfo, RefInfo, SchemaInfo, SnapshotInfo, SnapshotStats, SortFieldInfo,
+    SortOrderInfo, TableScan, WriteSettings,
+};
 use super::partition;
 use crate::catalog::{Catalog, LoadedTable, TableId};
 use crate::clock::Clock;
@@ -506,7 +511,7 @@ pub async fn scan_loaded(
             // reported (manifest_count = None) but does not fail the scan.
             Err(e) if Some(id) == current_id => return Err(e),
             Err(e) => {
-                tracing::warn!(table = %name, snapshot_id = id, error = %e, "manifest list unreadable")
+                tracing::warn!(table = %name, snapshot_id = id, error = %e, "manifest list unreadable");
             }
         }
     }
