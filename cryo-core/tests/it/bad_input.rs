@@ -1,5 +1,7 @@
 //! Broken tables get typed errors naming the table and file; a fleet scan survives them.
 
+use std::fmt::Write as _;
+
 use cryo_core::clock::SystemClock;
 use cryo_core::scan::{FleetScanOptions, ScanOptions, scan_fleet, scan_table};
 use cryo_core::{Catalog, CatalogConfig, Error, TableId};
@@ -10,9 +12,10 @@ use crate::common::fixtures;
 fn register(db: &std::path::Path, rows: &[(&str, String)]) {
     let mut script = String::from("import sqlite3,sys\nc=sqlite3.connect(sys.argv[1])\n");
     for (name, loc) in rows {
-        script.push_str(&format!(
-            "c.execute(\"INSERT INTO iceberg_tables VALUES ('broken','db',?,?,NULL,'TABLE')\", ({name:?}, {loc:?}))\n"
-        ));
+        let _ = writeln!(
+            script,
+            "c.execute(\"INSERT INTO iceberg_tables VALUES ('broken','db',?,?,NULL,'TABLE')\", ({name:?}, {loc:?}))"
+        );
     }
     script.push_str("c.commit()\n");
     let ok = std::process::Command::new("python3")
@@ -25,6 +28,10 @@ fn register(db: &std::path::Path, rows: &[(&str, String)]) {
 }
 
 #[tokio::test]
+#[allow(
+    clippy::too_many_lines,
+    reason = "one scenario: the fleet scan at the end runs over every broken table built above"
+)]
 async fn broken_tables_get_typed_errors_and_do_not_fail_the_fleet() {
     let Some(m) = fixtures() else { return };
     let dir = tempfile::tempdir().unwrap();

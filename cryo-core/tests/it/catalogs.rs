@@ -168,9 +168,10 @@ async fn s3_tables_on_a_loopback_server() {
     if service_env("CRYO_MOTO_ENDPOINT").is_none() {
         return;
     }
-    if m["tables"]["fixtures_s3.pyiceberg.s3_small"].is_null() {
-        panic!("the S3 fixture is missing: run make_fixtures.py --s3");
-    }
+    assert!(
+        !m["tables"]["fixtures_s3.pyiceberg.s3_small"].is_null(),
+        "the S3 fixture is missing: run make_fixtures.py --s3"
+    );
     let catalog = Catalog::connect(fixture_catalog(&m, "fixtures_s3"))
         .await
         .unwrap();
@@ -201,7 +202,7 @@ async fn s3_tables_on_a_loopback_server() {
     assert!(!shown.contains("planted-secret-value"), "secret leaked");
 }
 
-async fn rest_config(extra: &[(&str, String)]) -> Option<CatalogConfig> {
+fn rest_config(extra: &[(&str, String)]) -> Option<CatalogConfig> {
     let uri = service_env("CRYO_REST_URI")?;
     let warehouse = service_env("CRYO_REST_WAREHOUSE")?;
     let endpoint = service_env("CRYO_SEAWEED_S3_ENDPOINT")?;
@@ -225,12 +226,13 @@ async fn rest_catalog_with_oauth2_client_credentials_and_bearer_token() {
     let Some(credential) = service_env("CRYO_REST_CREDENTIAL") else {
         return;
     };
-    let Some(config) = rest_config(&[("credential", credential.clone())]).await else {
+    let Some(config) = rest_config(&[("credential", credential.clone())]) else {
         return;
     };
-    if m["tables"]["rest.cryo_rest.small"].is_null() {
-        panic!("the REST fixture is missing: run make_fixtures.py --rest");
-    }
+    assert!(
+        !m["tables"]["rest.cryo_rest.small"].is_null(),
+        "the REST fixture is missing: run make_fixtures.py --rest"
+    );
     let catalog = Catalog::connect(config).await.unwrap();
     assert_eq!(catalog.kind(), CatalogKind::Rest);
     assert!(
@@ -259,9 +261,9 @@ async fn rest_catalog_with_oauth2_client_credentials_and_bearer_token() {
     let uri = std::env::var("CRYO_REST_URI").unwrap();
     let (id_part, secret_part) = credential.split_once(':').unwrap();
     let token: serde_json::Value =
-        reqwest_form(&format!("{uri}/v1/oauth/tokens"), id_part, secret_part).await;
+        reqwest_form(&format!("{uri}/v1/oauth/tokens"), id_part, secret_part);
     let token = token["access_token"].as_str().unwrap().to_string();
-    let config = rest_config(&[("token", token)]).await.unwrap();
+    let config = rest_config(&[("token", token)]).unwrap();
     let catalog = Catalog::connect(config).await.unwrap();
     assert!(
         catalog
@@ -272,16 +274,14 @@ async fn rest_catalog_with_oauth2_client_credentials_and_bearer_token() {
     );
 
     // Wrong credentials: a catalog error that never shows the secret.
-    let config = rest_config(&[("credential", format!("{id_part}:not-the-secret-x9"))])
-        .await
-        .unwrap();
+    let config = rest_config(&[("credential", format!("{id_part}:not-the-secret-x9"))]).unwrap();
     let err = Catalog::connect(config).await.unwrap_err();
     let text = format!("{err} {err:?}");
     assert!(matches!(err, Error::Catalog { .. }), "{err}");
     assert!(!text.contains("not-the-secret-x9"), "secret leaked: {text}");
 }
 
-async fn reqwest_form(url: &str, id: &str, secret: &str) -> serde_json::Value {
+fn reqwest_form(url: &str, id: &str, secret: &str) -> serde_json::Value {
     let body = format!(
         "grant_type=client_credentials&client_id={id}&client_secret={secret}&scope=catalog"
     );

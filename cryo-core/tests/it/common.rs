@@ -14,14 +14,13 @@ pub fn repo_root() -> PathBuf {
 /// generated. With `CRYO_REQUIRE_PEERS=1` (set by `.ci/run`) missing fixtures fail the test.
 pub fn fixtures() -> Option<Value> {
     let dir = std::env::var("CRYO_FIXTURES")
-        .map(PathBuf::from)
-        .unwrap_or_else(|_| repo_root().join("target/cryo-fixtures"));
+        .map_or_else(|_| repo_root().join("target/cryo-fixtures"), PathBuf::from);
     let path = dir.join("manifest.json");
     match std::fs::read(&path) {
         Ok(bytes) => Some(serde_json::from_slice(&bytes).expect("fixture manifest is JSON")),
-        Err(_) if std::env::var("CRYO_REQUIRE_PEERS").as_deref() == Ok("1") => {
+        Err(e) if std::env::var("CRYO_REQUIRE_PEERS").as_deref() == Ok("1") => {
             panic!(
-                "fixtures missing at {} (run tests/fixtures/make_fixtures.py)",
+                "fixtures missing at {}: {e} (run tests/fixtures/make_fixtures.py)",
                 path.display()
             )
         }
@@ -65,20 +64,6 @@ pub fn service_env(name: &str) -> Option<String> {
         _ => {
             eprintln!("skipping: {name} not set (scripts/services.sh not running)");
             None
-        }
-    }
-}
-
-/// Copy a directory tree.
-pub fn copy_dir(from: &std::path::Path, to: &std::path::Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for entry in std::fs::read_dir(from).unwrap() {
-        let entry = entry.unwrap();
-        let dest = to.join(entry.file_name());
-        if entry.file_type().unwrap().is_dir() {
-            copy_dir(&entry.path(), &dest);
-        } else {
-            std::fs::copy(entry.path(), dest).unwrap();
         }
     }
 }

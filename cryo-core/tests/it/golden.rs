@@ -2,6 +2,7 @@
 //! `CRYO_BLESS=1` rewrites them; otherwise a mismatch fails with a diff.
 
 use std::collections::BTreeMap;
+use std::fmt::Write as _;
 
 use cryo_core::Catalog;
 use cryo_core::clock::FixedClock;
@@ -26,12 +27,12 @@ pub fn check_golden(path: &str, actual: &str) {
         let mut diff = String::new();
         for (i, (e, a)) in expected.lines().zip(actual.lines()).enumerate() {
             if e != a {
-                diff.push_str(&format!("line {}:\n  - {e}\n  + {a}\n", i + 1));
+                let _ = writeln!(diff, "line {}:\n  - {e}\n  + {a}", i + 1);
             }
         }
         let (el, al) = (expected.lines().count(), actual.lines().count());
         if el != al {
-            diff.push_str(&format!("{el} lines expected, {al} actual\n"));
+            let _ = writeln!(diff, "{el} lines expected, {al} actual");
         }
         panic!("{path} differs (CRYO_BLESS=1 to accept):\n{diff}");
     }

@@ -49,7 +49,7 @@ async fn fleet_scan_matches_what_the_writers_report() {
             "{key} equality deletes"
         );
         assert_eq!(
-            scan.format_version as u64,
+            u64::from(scan.format_version),
             t["format_version"].as_u64().unwrap(),
             "{key}"
         );
