@@ -30,6 +30,7 @@ pub mod grade;
 pub mod io;
 pub mod ops;
 pub mod plan;
+pub mod receipt;
 pub mod render;
 pub mod report;
 
