@@ -26,6 +26,7 @@
 pub mod catalog;
 pub mod commit;
 pub mod error;
+pub mod govern;
 pub mod grade;
 pub mod io;
 pub mod ops;
