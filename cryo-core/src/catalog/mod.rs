@@ -435,16 +435,14 @@ impl Catalog {
 
     /// The committer for this catalog's tables (see [`crate::commit`]).
     ///
-    /// SQL and Hadoop catalogs are supported; REST, Glue and HMS commits are not implemented yet,
-    /// and a single `metadata.json` (static) table is read-only.
+    /// SQL, Hadoop and REST catalogs are supported (REST with the catalog's own auth and
+    /// prefix: [`crate::commit::RestCommitter`]); a single `metadata.json` (static) table is
+    /// read-only.
     pub fn committer(&self) -> Result<std::sync::Arc<dyn crate::commit::CatalogCommitter>> {
         match &self.backend {
             Backend::Sql(s) => Ok(Arc::new(crate::commit::SqlCommitter::new(s.clone()))),
             Backend::Hadoop { .. } => Ok(Arc::new(crate::commit::HadoopCommitter::new())),
-            Backend::Rest(_) => Err(Error::unsupported(format!(
-                "catalog `{}`: committing to REST catalogs is not implemented yet",
-                self.config.name
-            ))),
+            Backend::Rest(_) => Ok(Arc::new(crate::commit::RestCommitter::new(&self.config)?)),
             Backend::Static { .. } => Err(Error::unsupported(format!(
                 "catalog `{}` is a single metadata file and read-only",
                 self.config.name
@@ -496,7 +494,9 @@ impl Catalog {
     ///
     /// SQL catalogs write `<location>/metadata/00000-<uuid>.metadata.json` and insert the row
     /// (the namespace must exist); Hadoop catalogs create `<warehouse>/<ns…>/<name>/metadata/
-    /// v1.metadata.json` and the version hint. An existing table is an [`Error::Catalog`].
+    /// v1.metadata.json` and the version hint; REST catalogs send a create-table request and the
+    /// server writes the metadata (its clock stamps it). An existing table is an
+    /// [`Error::Catalog`].
     pub async fn create_table(
         &self,
         id: &TableId,
@@ -513,10 +513,9 @@ impl Catalog {
                     .await?;
             }
             Backend::Rest(_) => {
-                return Err(Error::unsupported(format!(
-                    "catalog `{}`: creating tables in REST catalogs is not implemented yet",
-                    self.config.name
-                )));
+                crate::commit::RestCommitter::new(&self.config)?
+                    .create_table(id, table)
+                    .await?;
             }
             Backend::Static { .. } => {
                 return Err(Error::unsupported(format!(

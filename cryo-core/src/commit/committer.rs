@@ -47,11 +47,20 @@ impl TableChanges {
 
 /// Commits metadata changes to one kind of catalog.
 ///
-/// The default [`commit`](CatalogCommitter::commit) is the whole protocol for catalogs that store
-/// a pointer to a `metadata.json` (SQL, Hadoop, Glue, HMS): reload the head, check the
-/// requirements, apply the updates, write the next metadata file and let
-/// [`publish`](CatalogCommitter::publish) swap the pointer. Catalogs that apply changes
-/// server-side (REST) override `commit` itself.
+/// Two contracts share this trait:
+///
+/// - **Pointer catalogs** (SQL, Hadoop; Glue and HMS would be the same): the client writes the
+///   next `metadata.json`. They implement [`load_head`](CatalogCommitter::load_head) and
+///   [`publish`](CatalogCommitter::publish); the default [`commit`](CatalogCommitter::commit)
+///   reloads the head, checks the requirements, applies the updates with upstream's
+///   `TableMetadataBuilder`, and lets `publish` write the file and swap the pointer.
+/// - **Server-side catalogs** (REST, [`RestCommitter`](super::RestCommitter)): the server checks
+///   the requirements, applies the updates and writes the metadata file. They implement
+///   `load_head` and override `commit` to send the [`TableChanges`] as they are; `publish` keeps
+///   its default, which refuses.
+///
+/// Either way `commit` has one meaning for callers: the changes are applied atomically to the
+/// current head if its requirements hold, else [`Error::CommitConflict`].
 #[async_trait]
 pub trait CatalogCommitter: Send + Sync + fmt::Debug {
     /// The current head of `base`'s table, freshly read from the catalog.
@@ -61,7 +70,16 @@ pub trait CatalogCommitter: Send + Sync + fmt::Debug {
     ///
     /// Returns the new metadata location, or [`Error::CommitConflict`] when another writer moved
     /// the head after it was loaded (nothing is left behind in that case).
-    async fn publish(&self, head: &LoadedTable, metadata: &TableMetadata) -> Result<String>;
+    ///
+    /// Only catalogs that store a pointer implement it; the default refuses, for catalogs that
+    /// write metadata themselves and override [`commit`](CatalogCommitter::commit) instead.
+    async fn publish(&self, head: &LoadedTable, metadata: &TableMetadata) -> Result<String> {
+        let _ = metadata;
+        Err(Error::unsupported(format!(
+            "{}: this catalog writes table metadata itself; commit through CatalogCommitter::commit",
+            head.id
+        )))
+    }
 
     /// Apply `changes` to the table `base` was loaded from.
     ///

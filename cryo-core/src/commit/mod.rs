@@ -1,4 +1,5 @@
-//! Committing: Cryo's own writers, snapshot producer and catalog compare-and-swap.
+//! Committing: Cryo's own writers, snapshot producer, rewrite validation, retries and catalog
+//! compare-and-swap.
 //!
 //! Upstream `iceberg` 0.10 keeps its transaction actions and `TableCommit` builder crate-private,
 //! so Cryo commits through this module (DESIGN §4). When upstream exposes them, this module
@@ -11,25 +12,43 @@
 //!                                               │
 //!                                               ▼
 //!  base LoadedTable ──▶ SnapshotProducer ──stage──▶ StagedSnapshot
-//!                        new data / delete manifests,      │  requirements (UUID, main == base)
-//!                        base manifests carried over,      │  updates (AddSnapshot, SetSnapshotRef)
+//!   (new / replace)      new data / delete manifests,      │  requirements (UUID, main == base)
+//!                        touched manifests rewritten,      │  updates (AddSnapshot, SetSnapshotRef)
 //!                        manifest list, summary            ▼
 //!                                               CatalogCommitter::commit
-//!                                                 reload head ─▶ check requirements
-//!                                                 ─▶ apply updates ─▶ next metadata.json
-//!                                                 ─▶ compare-and-swap (SQL row / vN create)
-//!                                                 ─▶ new head, or Error::CommitConflict
+//!                                  SQL / Hadoop: reload head ─▶ check requirements
+//!                                                ─▶ apply updates ─▶ next metadata.json
+//!                                                ─▶ compare-and-swap (SQL row / vN create)
+//!                                  REST:         POST the changes; the server does the above
+//!                                                ─▶ new head, or Error::CommitConflict
+//! ```
+//!
+//! A rewrite (compaction) planned on snapshot `S0` and committed later runs this loop, driven
+//! by its caller:
+//!
+//! ```text
+//!  head = committer.load_head(S0)
+//!  loop: validate_rewrite(S0, head, replaced) ─▶ drop conflicting groups
+//!        SnapshotProducer::replace(head) … with_data_sequence_number(S0.seq) ─▶ stage
+//!        commit ─▶ done | CommitConflict ─▶ CommitRetry::reload_after (backoff, reload head)
 //! ```
 //!
 //! - [`CatalogCommitter`]: one implementation per catalog kind ([`SqlCommitter`] for the
 //!   PyIceberg/Java SQL schema, [`HadoopCommitter`] for `vN.metadata.json` + `version-hint.text`
-//!   tables). A commit whose requirements fail against the freshly loaded head, or whose
-//!   compare-and-swap loses a race, is an [`Error::CommitConflict`]
-//!   and leaves the table untouched.
+//!   tables, [`RestCommitter`] for Iceberg REST catalogs, which apply the changes server-side).
+//!   A commit whose requirements fail against the current head, or whose compare-and-swap loses
+//!   a race, is an [`Error::CommitConflict`] and leaves the table untouched.
 //! - [`SnapshotProducer`]: `append`, `delete` and `overwrite` snapshots from added data files,
-//!   added position/equality delete files and removed data files, for format v1, v2 and v3.
-//!   The `replace` snapshots of compaction (with conflict validation and retries) build on it.
-//! - Table creation ([`NewTable`], `Catalog::create_table`) for SQL and Hadoop catalogs.
+//!   added position/equality delete files and removed data files, and `replace` snapshots
+//!   ([`SnapshotProducer::replace`]) that also remove delete files and give rewritten rows the
+//!   base's data sequence number; for format v1, v2 and v3 (row lineage kept).
+//! - [`validate_rewrite`]: which replaced files a commit after the base makes unsafe to replace
+//!   ([`RewriteConflict`]): removed concurrently, or hit by new position deletes / deletion
+//!   vectors. Equality deletes never conflict (the sequence number keeps them applying).
+//! - [`RetryPolicy`] and [`CommitRetry`]: bounded exponential backoff with jitter between
+//!   attempts, a reload of the head, and recognition of an attempt that committed despite an
+//!   error. [`certainly_not_committed`] tells when a failed commit's files may be deleted.
+//! - Table creation ([`NewTable`], `Catalog::create_table`) for SQL, Hadoop and REST catalogs.
 //!
 //! Time comes from an injected [`Clock`](crate::clock::Clock): snapshot timestamps and a new
 //! table's `last-updated-ms` are the clock's, so histories can be replayed deterministically.
@@ -38,14 +57,22 @@ mod committer;
 mod create;
 mod files;
 mod producer;
+mod rest;
+mod retry;
 mod summary;
+mod validate;
 mod write;
 
 pub use committer::{CatalogCommitter, HadoopCommitter, SqlCommitter, TableChanges};
 pub use create::NewTable;
 pub(crate) use create::{create_hadoop_table, create_sql_table};
 pub use files::{LiveFile, live_files};
-pub use producer::{CommitOutcome, SnapshotProducer, StagedSnapshot};
+pub use producer::{CommitOutcome, SnapshotProducer, StagedSnapshot, certainly_not_committed};
+pub use rest::RestCommitter;
+pub use retry::{CommitRetry, RetryPolicy};
+pub use validate::{
+    RewriteConflict, RewriteConflictKind, is_ancestor, live_subset, validate_rewrite,
+};
 pub use write::{
     POS_DELETE_FILE_PATH_FIELD_ID, POS_DELETE_POS_FIELD_ID, WrittenFiles, write_data_files,
     write_equality_deletes, write_position_deletes,

@@ -1,44 +1,59 @@
 //! Cryo's snapshot producer: new manifests, the base snapshot's manifests carried over, a
 //! manifest list, a full summary, and the requirements + updates that commit them.
 
-use std::collections::{BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 
+use futures::{StreamExt, TryStreamExt};
 use iceberg::spec::{
-    DataContentType, DataFile, DataFileFormat, FormatVersion, MAIN_BRANCH, ManifestContentType,
-    ManifestFile, ManifestListWriter, ManifestWriter, ManifestWriterBuilder, Operation,
-    PartitionSpecRef, Snapshot, SnapshotReference, SnapshotRetention, TableMetadata,
+    DataContentType, DataFile, DataFileBuilder, DataFileFormat, FormatVersion, MAIN_BRANCH,
+    Manifest, ManifestContentType, ManifestFile, ManifestListWriter, ManifestWriter,
+    ManifestWriterBuilder, Operation, PartitionSpecRef, Snapshot, SnapshotReference,
+    SnapshotRetention, TableMetadata,
 };
 use iceberg::{TableRequirement, TableUpdate};
 
 use super::committer::{CatalogCommitter, TableChanges, discard, metadata_dir};
 use super::files::{read_manifest, read_manifest_list};
 use super::iceberg_error;
-use super::summary::SummaryBuilder;
+use super::summary::{SummaryBuilder, is_deletion_vector};
 use crate::catalog::LoadedTable;
 use crate::clock::{self, Clock};
 use crate::error::{Error, Result};
 
-/// Builds one snapshot on a base table: data files and delete files to add, whole data files to
-/// remove.
+/// Builds one snapshot on a base table: data files and delete files to add, data files (and, in
+/// a `replace`, delete files) to remove.
 ///
-/// | adds data | adds deletes / removes files | operation (as Java's `RowDelta`/`DeleteFiles`) |
-/// |---|---|---|
-/// | yes | no | `append` |
-/// | no | yes | `delete` |
-/// | yes | yes | `overwrite` |
+/// | built with | adds data | adds deletes / removes files | operation (as Java's) |
+/// |---|---|---|---|
+/// | [`new`](Self::new) | yes | no | `append` |
+/// | [`new`](Self::new) | no | yes | `delete` (`RowDelta`, `DeleteFiles`) |
+/// | [`new`](Self::new) | yes | yes | `overwrite` |
+/// | [`replace`](Self::replace) | any | removes data and/or delete files | `replace` (`RewriteFiles`) |
 ///
 /// New data files and new delete files go to separate new manifests (format v2+ keeps deletes in
 /// delete manifests; v1 has no delete files); their sequence numbers are inherited from the
-/// snapshot, so equality deletes added here apply to older data only. The base snapshot's
-/// manifests are carried over unchanged, except those listing a removed file, which are rewritten
-/// with the removed files as `DELETED` and the rest as `EXISTING`, keeping every file's original
-/// sequence numbers.
+/// snapshot, so equality deletes added here apply to older data only — except the data files of
+/// a `replace` given an explicit [data sequence number](Self::with_data_sequence_number).
+///
+/// The base snapshot's manifests are carried over unchanged, except:
+/// - manifests listing a removed file: their other live files are rewritten as `EXISTING` (one
+///   new manifest per touched manifest, so partition pruning stays as it was), and the removed
+///   files of all of them are merged into one `DELETED`-only manifest per partition spec and
+///   content type (DESIGN §4.9: they must be recorded, for other engines' snapshot expiry, but
+///   should not be spread over many manifests); every file keeps its original data and file
+///   sequence numbers, and on v3 its inherited `first_row_id`;
+/// - manifests with no live files left (the `DELETED`-only manifests of an earlier commit) are
+///   dropped, as Java's merging producers drop them.
+///
+/// Deletion vectors (v3) whose data file is removed are removed with it: they can apply to
+/// nothing else, and several vectors may share one Puffin file, so they cannot be named by path
+/// alone (Java's `removeDanglingDeletesFor`).
 ///
 /// The commit requires that the table is still the same table (UUID) and that `main` still
 /// points at the base snapshot; if either changed, the commit fails with
 /// [`Error::CommitConflict`] and the files it wrote are deleted. Retrying means building again on
-/// the new head (the validation that makes that safe for rewrites belongs to `replace` commits).
+/// the new head, after [`validate_rewrite`](super::validate_rewrite) for a `replace`.
 ///
 /// Files to add must be written for the table's current schema and default partition spec, as
 /// [`write_data_files`](super::write_data_files) and the delete writers do.
@@ -48,6 +63,9 @@ pub struct SnapshotProducer {
     added_data: Vec<DataFile>,
     added_deletes: Vec<DataFile>,
     removed_data: BTreeSet<String>,
+    removed_deletes: BTreeSet<String>,
+    replace: bool,
+    data_sequence_number: Option<i64>,
     properties: HashMap<String, String>,
     clock: Arc<dyn Clock>,
 }
@@ -67,6 +85,8 @@ pub struct StagedSnapshot {
     pub added_delete_files: usize,
     /// Data files removed.
     pub removed_data_files: usize,
+    /// Delete files removed (named ones and the deletion vectors of removed data files).
+    pub removed_delete_files: usize,
     base: LoadedTable,
 }
 
@@ -82,7 +102,7 @@ pub struct CommitOutcome {
     pub sequence_number: i64,
     /// Its timestamp.
     pub timestamp_ms: i64,
-    /// `append`, `overwrite` or `delete`.
+    /// `append`, `overwrite`, `delete` or `replace`.
     pub operation: String,
     /// Its summary (without the operation).
     pub summary: HashMap<String, String>,
@@ -92,6 +112,8 @@ pub struct CommitOutcome {
     pub added_delete_files: usize,
     /// Data files removed.
     pub removed_data_files: usize,
+    /// Delete files removed.
+    pub removed_delete_files: usize,
     /// Metadata files written (manifests and the manifest list).
     pub written_files: Vec<String>,
 }
@@ -104,8 +126,26 @@ impl SnapshotProducer {
             added_data: Vec::new(),
             added_deletes: Vec::new(),
             removed_data: BTreeSet::new(),
+            removed_deletes: BTreeSet::new(),
+            replace: false,
+            data_sequence_number: None,
             properties: HashMap::new(),
             clock: clock::system(),
+        }
+    }
+
+    /// A producer for a `replace` snapshot on `base`: files are rewritten, the table's rows do not
+    /// change (Java's `RewriteFiles`, what compaction commits).
+    ///
+    /// It must remove at least one file; it may add delete files only when it also removes
+    /// some (a position-delete rewrite). For a rewrite planned on an older snapshot `S0` and
+    /// committed on a newer head, give the new data files `S0`'s sequence number with
+    /// [`with_data_sequence_number`](Self::with_data_sequence_number), after checking the head
+    /// with [`validate_rewrite`](super::validate_rewrite).
+    pub fn replace(base: &LoadedTable) -> Self {
+        Self {
+            replace: true,
+            ..Self::new(base)
         }
     }
 
@@ -123,13 +163,44 @@ impl SnapshotProducer {
         self
     }
 
-    /// Remove whole data files (by path) from the table, as a metadata-only `DELETE` does.
+    /// Remove whole data files (by path) from the table, as a metadata-only `DELETE` does, or as
+    /// the input of a `replace`.
     ///
-    /// Delete files that referenced them stay (they are no longer applicable, "dangling", until
-    /// a position-delete rewrite drops them), as in Java.
+    /// Position and equality delete files that referenced them stay (they are no longer
+    /// applicable, "dangling", until a rewrite removes them), as in Java; deletion vectors of
+    /// removed files are removed with them.
     #[must_use]
     pub fn delete_data_files(mut self, paths: impl IntoIterator<Item = impl Into<String>>) -> Self {
         self.removed_data.extend(paths.into_iter().map(Into::into));
+        self
+    }
+
+    /// Remove delete files (position deletes, equality deletes; by path) — only in a
+    /// [`replace`](Self::replace), since removing a delete file outside a rewrite would bring
+    /// deleted rows back.
+    ///
+    /// A deletion vector's Puffin file may hold the vectors of several data files: naming it
+    /// removes only the vectors whose data file this snapshot removes (those go anyway).
+    #[must_use]
+    pub fn remove_delete_files(
+        mut self,
+        paths: impl IntoIterator<Item = impl Into<String>>,
+    ) -> Self {
+        self.removed_deletes
+            .extend(paths.into_iter().map(Into::into));
+        self
+    }
+
+    /// The data sequence number of the data files a `replace` adds: the sequence number of the
+    /// snapshot the rewrite read (`S0`), so that equality deletes committed after `S0` still apply
+    /// to the rewritten rows (Java's `RewriteFiles::dataSequenceNumber`, Spark's
+    /// `use-starting-sequence-number`).
+    ///
+    /// It must not exceed the table's last sequence number nor be below the data sequence number
+    /// of any file the snapshot removes. Ignored on format v1 (no sequence numbers).
+    #[must_use]
+    pub fn with_data_sequence_number(mut self, sequence_number: i64) -> Self {
+        self.data_sequence_number = Some(sequence_number);
         self
     }
 
@@ -151,8 +222,22 @@ impl SnapshotProducer {
         self
     }
 
+    /// The table this producer builds on.
+    pub fn base(&self) -> &LoadedTable {
+        &self.base
+    }
+
     /// The operation the snapshot will record.
     pub fn operation(&self) -> Result<Operation> {
+        if self.replace {
+            if self.removed_data.is_empty() && self.removed_deletes.is_empty() {
+                return Err(Error::validation(format!(
+                    "{}: a replace must remove at least one data or delete file",
+                    self.base.id
+                )));
+            }
+            return Ok(Operation::Replace);
+        }
         let adds_data = !self.added_data.is_empty();
         let deletes = !self.added_deletes.is_empty() || !self.removed_data.is_empty();
         match (adds_data, deletes) {
@@ -176,8 +261,8 @@ impl SnapshotProducer {
 
     /// Write the manifests and manifest list and prepare the catalog changes.
     pub async fn stage(self) -> Result<StagedSnapshot> {
-        let operation = self.operation()?;
         self.validate()?;
+        let operation = self.operation()?;
         let mut written = Vec::new();
         match self.stage_inner(operation, &mut written).await {
             Ok(staged) => Ok(staged),
@@ -199,11 +284,7 @@ impl SnapshotProducer {
                 "{table}: format v1 tables cannot hold delete files (upgrade the table to v2)"
             )));
         }
-        if version >= FormatVersion::V3 && !self.removed_data.is_empty() {
-            return Err(Error::unsupported(format!(
-                "{table}: removing data files from a v3 table (row lineage of rewritten manifests) is not supported yet"
-            )));
-        }
+        self.validate_removals()?;
         let partition_type = md.default_partition_type();
         let mut paths = HashSet::new();
         for f in self.added_data.iter().chain(&self.added_deletes) {
@@ -277,6 +358,45 @@ impl SnapshotProducer {
         Ok(())
     }
 
+    /// Checks on what a snapshot removes and on its explicit data sequence number.
+    fn validate_removals(&self) -> Result<()> {
+        let md = self.base.metadata.as_ref();
+        let table = &self.base.id;
+        if !self.replace {
+            if !self.removed_deletes.is_empty() {
+                return Err(Error::validation(format!(
+                    "{table}: removing delete files brings deleted rows back unless the rows are rewritten; \
+                     remove them in a replace (SnapshotProducer::replace)"
+                )));
+            }
+            if self.data_sequence_number.is_some() {
+                return Err(Error::validation(format!(
+                    "{table}: an explicit data sequence number is only meaningful for the rewritten files of a replace"
+                )));
+            }
+        } else if !self.added_deletes.is_empty() && self.removed_deletes.is_empty() {
+            // Java's rule: a rewrite that adds delete files must be rewriting delete files;
+            // otherwise the new deletes would change the table's rows.
+            return Err(Error::validation(format!(
+                "{table}: a replace may add delete files only when it removes delete files"
+            )));
+        }
+        if let Some(path) = self.removed_data.intersection(&self.removed_deletes).next() {
+            return Err(Error::validation(format!(
+                "{table}: {path} is removed both as a data file and as a delete file"
+            )));
+        }
+        if let Some(seq) = self.data_sequence_number
+            && (seq < 0 || seq > md.last_sequence_number())
+        {
+            return Err(Error::validation(format!(
+                "{table}: data sequence number {seq} is outside the table's sequence numbers (0..={})",
+                md.last_sequence_number()
+            )));
+        }
+        Ok(())
+    }
+
     async fn stage_inner(
         &self,
         operation: Operation,
@@ -298,14 +418,18 @@ impl SnapshotProducer {
         }
 
         // New manifests first, then rewritten ones, then the base's as they were (Java's order).
+        let data_seq = match (md.format_version(), self.data_sequence_number) {
+            (FormatVersion::V1, _) | (_, None) => -1,
+            (_, Some(seq)) => seq,
+        };
         let mut manifests = Vec::new();
-        for (content, files) in [
-            (ManifestContentType::Data, &self.added_data),
-            (ManifestContentType::Deletes, &self.added_deletes),
+        for (content, files, seq) in [
+            (ManifestContentType::Data, &self.added_data, data_seq),
+            (ManifestContentType::Deletes, &self.added_deletes, -1),
         ] {
             if !files.is_empty() {
                 manifests.push(
-                    self.write_added_manifest(&mut names, content, files, written)
+                    self.write_added_manifest(&mut names, content, files, seq, written)
                         .await?,
                 );
             }
@@ -314,14 +438,20 @@ impl SnapshotProducer {
             Some(s) => read_manifest_list(&self.base, s).await?,
             None => Vec::new(),
         };
+        let removals = self.plan_removals(base_manifests, &mut summary).await?;
+        if let (Some(seq), Some(max)) = (self.data_sequence_number, removals.max_removed_data_seq)
+            && md.format_version() > FormatVersion::V1
+            && seq < max
+        {
+            // Equality deletes between `seq` and `max` would apply to the rewritten rows but not
+            // to the rows they replace: rows would disappear.
+            return Err(Error::validation(format!(
+                "{table}: data sequence number {seq} is below {max}, the data sequence number of a removed file"
+            )));
+        }
+        let removed_delete_files = removals.removed_delete_files;
         let carried = self
-            .rewrite_for_removals(
-                &mut names,
-                base_manifests,
-                &mut summary,
-                &mut manifests,
-                written,
-            )
+            .write_removals(&mut names, removals, &mut manifests, written)
             .await?;
         manifests.extend(carried);
 
@@ -353,27 +483,7 @@ impl SnapshotProducer {
             None => builder.build(),
         };
 
-        let changes = TableChanges::new(
-            vec![
-                TableRequirement::UuidMatch { uuid: md.uuid() },
-                TableRequirement::RefSnapshotIdMatch {
-                    r#ref: MAIN_BRANCH.to_string(),
-                    snapshot_id: parent_id,
-                },
-            ],
-            vec![
-                TableUpdate::AddSnapshot {
-                    snapshot: snapshot.clone(),
-                },
-                TableUpdate::SetSnapshotRef {
-                    ref_name: MAIN_BRANCH.to_string(),
-                    reference: SnapshotReference::new(
-                        names.snapshot_id,
-                        main_retention(&table, md)?,
-                    ),
-                },
-            ],
-        );
+        let changes = commit_changes(&table, md, &snapshot)?;
         Ok(StagedSnapshot {
             snapshot,
             changes,
@@ -381,16 +491,19 @@ impl SnapshotProducer {
             added_data_files: self.added_data.len(),
             added_delete_files: self.added_deletes.len(),
             removed_data_files: self.removed_data.len(),
+            removed_delete_files,
             base: self.base.clone(),
         })
     }
 
-    /// One manifest listing `files` as added, in the default spec.
+    /// One manifest listing `files` as added, in the default spec, with data sequence number
+    /// `seq` (negative: inherited from the snapshot).
     async fn write_added_manifest(
         &self,
         names: &mut ManifestNames,
         content: ManifestContentType,
         files: &[DataFile],
+        seq: i64,
         written: &mut Vec<String>,
     ) -> Result<ManifestFile> {
         let table = self.base.id.to_string();
@@ -398,9 +511,10 @@ impl SnapshotProducer {
         written.push(path);
         for f in files {
             // A negative sequence number leaves it null: inherited from this snapshot, so
-            // delete files added here apply to older data only.
+            // delete files added here apply to older data only. The file sequence number is
+            // always this snapshot's.
             writer
-                .add_file(f.clone(), -1)
+                .add_file(f.clone(), seq)
                 .map_err(|e| iceberg_error(&table, "add file to manifest", e))?;
         }
         writer
@@ -409,93 +523,221 @@ impl SnapshotProducer {
             .map_err(|e| iceberg_error(&table, "write manifest", e))
     }
 
-    /// Rewrite the data manifests that list a removed file (removed files `DELETED`, the other
-    /// live ones `EXISTING`, original sequence numbers kept) into `rewritten`; return the base
-    /// manifests to carry over unchanged.
-    async fn rewrite_for_removals(
+    /// Whether a live entry of a manifest with `content` is removed by this snapshot.
+    fn removes(&self, content: ManifestContentType, file: &DataFile) -> bool {
+        match content {
+            ManifestContentType::Data => self.removed_data.contains(file.file_path()),
+            ManifestContentType::Deletes if is_deletion_vector(file) => file
+                .referenced_data_file()
+                .is_some_and(|r| self.removed_data.contains(&r)),
+            ManifestContentType::Deletes => self.removed_deletes.contains(file.file_path()),
+        }
+    }
+
+    /// Read the base manifests that may list a removed file and sort their live entries into
+    /// kept and removed; every other live manifest is carried over as it is.
+    async fn plan_removals(
         &self,
-        names: &mut ManifestNames,
         base_manifests: Vec<ManifestFile>,
         summary: &mut SummaryBuilder,
-        rewritten: &mut Vec<ManifestFile>,
-        written: &mut Vec<String>,
-    ) -> Result<Vec<ManifestFile>> {
-        if self.removed_data.is_empty() {
-            return Ok(base_manifests);
-        }
+    ) -> Result<Removals> {
         let md = self.base.metadata.as_ref();
         let table = self.base.id.to_string();
-        let mut carried = Vec::with_capacity(base_manifests.len());
-        let mut found = BTreeSet::new();
+        let read_data = !self.removed_data.is_empty();
+        // Deletion vectors go with their data files, so delete manifests are read whenever a v3
+        // snapshot removes data files.
+        let read_deletes = !self.removed_deletes.is_empty()
+            || (read_data && md.format_version() >= FormatVersion::V3);
+        let mut out = Removals::default();
+        let mut to_read = Vec::new();
         for mf in base_manifests {
-            if mf.content != ManifestContentType::Data {
-                carried.push(mf);
+            if !has_live_files(&mf) {
+                // A DELETED-only manifest of an earlier commit: that commit's snapshot keeps
+                // listing it for expiry; later snapshots need not (Java drops them too).
                 continue;
             }
-            let manifest = read_manifest(&self.base, &mf).await?;
-            if !manifest
-                .entries()
-                .iter()
-                .any(|e| e.is_alive() && self.removed_data.contains(e.file_path()))
-            {
-                carried.push(mf);
+            let read = match mf.content {
+                ManifestContentType::Data => read_data,
+                ManifestContentType::Deletes => read_deletes,
+            };
+            if read {
+                to_read.push(mf);
+            } else {
+                out.carried.push(mf);
+            }
+        }
+        let loaded: Vec<(ManifestFile, Manifest)> = futures::stream::iter(to_read)
+            .map(|mf| async move {
+                let manifest = read_manifest(&self.base, &mf).await?;
+                Ok::<_, Error>((mf, manifest))
+            })
+            .buffered(MANIFEST_READ_CONCURRENCY)
+            .try_collect()
+            .await?;
+
+        for (mf, manifest) in loaded {
+            self.split_manifest(mf, &manifest, summary, &mut out)?;
+        }
+        let snapshot = md.current_snapshot_id();
+        for (wanted, found, what) in [
+            (&self.removed_data, &out.found_data, "data"),
+            (&self.removed_deletes, &out.found_deletes, "delete"),
+        ] {
+            // Deletion vectors removed with their data files may be in `found` unasked.
+            let missing: Vec<&String> = wanted.difference(found).take(5).collect();
+            if !missing.is_empty() {
+                return Err(Error::validation(format!(
+                    "{table}: cannot remove files that are not live {what} files of snapshot {snapshot:?}: {missing:?}"
+                )));
+            }
+        }
+        Ok(out)
+    }
+
+    /// Sort the live entries of one base manifest into kept and removed (or carry the manifest
+    /// over when it lists nothing this snapshot removes).
+    fn split_manifest(
+        &self,
+        mf: ManifestFile,
+        manifest: &Manifest,
+        summary: &mut SummaryBuilder,
+        out: &mut Removals,
+    ) -> Result<()> {
+        let table = self.base.id.to_string();
+        if !manifest
+            .entries()
+            .iter()
+            .any(|e| e.is_alive() && self.removes(mf.content, e.data_file()))
+        {
+            out.carried.push(mf);
+            return Ok(());
+        }
+        let spec = self
+            .base
+            .metadata
+            .partition_spec_by_id(mf.partition_spec_id)
+            .cloned()
+            .ok_or_else(|| {
+                Error::metadata(
+                    &table,
+                    &mf.manifest_path,
+                    format!(
+                        "manifest uses unknown partition spec {}",
+                        mf.partition_spec_id
+                    ),
+                )
+            })?;
+        let mut row_ids = RowIdInheritance::new(&mf);
+        let mut kept = Vec::new();
+        for entry in manifest.entries() {
+            // Row ids are inherited in manifest order over every entry without one, the
+            // DELETED entries this rewrite drops included.
+            let first_row_id = row_ids.next(entry.data_file());
+            if !entry.is_alive() {
+                // DELETED entries of earlier snapshots are dropped when a manifest is
+                // rewritten; the snapshots that deleted them still list them.
                 continue;
             }
-            let spec = md
-                .partition_spec_by_id(mf.partition_spec_id)
-                .cloned()
-                .ok_or_else(|| {
-                    Error::metadata(
-                        &table,
-                        &mf.manifest_path,
-                        format!(
-                            "manifest uses unknown partition spec {}",
-                            mf.partition_spec_id
-                        ),
-                    )
-                })?;
+            let seq = entry.sequence_number().ok_or_else(|| {
+                Error::metadata(
+                    &table,
+                    &mf.manifest_path,
+                    "live entry without a sequence number",
+                )
+            })?;
+            // Writers before Java 1.0 left file sequence numbers null; the data sequence
+            // number is the best value the spec allows in their place.
+            let file_seq = entry.file_sequence_number.or(Some(seq));
+            let mut file = entry.data_file().clone();
+            if let Some(id) = first_row_id {
+                // The spec asks rewritten EXISTING and DELETED entries to carry the row id
+                // they inherited, so their rows keep their ids.
+                file = with_first_row_id(&table, &file, mf.partition_spec_id, id)?;
+            }
+            let moved = MovedEntry {
+                snapshot_id: entry.snapshot_id().unwrap_or(mf.added_snapshot_id),
+                seq,
+                file_seq,
+                file,
+            };
+            if !self.removes(mf.content, &moved.file) {
+                kept.push(moved);
+                continue;
+            }
+            summary.removed(&moved.file, &spec);
+            let path = moved.file.file_path().to_string();
+            if mf.content == ManifestContentType::Data {
+                out.found_data.insert(path);
+                out.max_removed_data_seq = out.max_removed_data_seq.max(Some(seq));
+            } else {
+                out.found_deletes.insert(path);
+                out.removed_delete_files += 1;
+            }
+            out.removed
+                .entry((content_key(mf.content), mf.partition_spec_id))
+                .or_insert_with(|| (Arc::clone(&spec), Vec::new()))
+                .1
+                .push(moved);
+        }
+        out.touched.push(TouchedManifest {
+            content: mf.content,
+            spec,
+            kept,
+        });
+        Ok(())
+    }
+
+    /// Write the kept entries of each touched manifest (`EXISTING`) and the removed entries
+    /// (`DELETED`, one manifest per spec and content) into `manifests`; return the manifests to
+    /// carry over unchanged.
+    async fn write_removals(
+        &self,
+        names: &mut ManifestNames,
+        removals: Removals,
+        manifests: &mut Vec<ManifestFile>,
+        written: &mut Vec<String>,
+    ) -> Result<Vec<ManifestFile>> {
+        let table = self.base.id.to_string();
+        for touched in removals.touched {
+            if touched.kept.is_empty() {
+                continue;
+            }
             let (path, mut writer) =
-                self.new_manifest_writer(names, ManifestContentType::Data, Some(&spec))?;
+                self.new_manifest_writer(names, touched.content, Some(&touched.spec))?;
             written.push(path);
-            // DELETED entries of earlier snapshots are dropped when a manifest is rewritten; the
-            // snapshots that deleted them still list them.
-            for entry in manifest.entries().iter().filter(|e| e.is_alive()) {
-                let seq = entry.sequence_number().ok_or_else(|| {
-                    Error::metadata(
-                        &table,
-                        &mf.manifest_path,
-                        "live entry without a sequence number",
-                    )
-                })?;
-                // Writers before Java 1.0 left file sequence numbers null; the data sequence
-                // number is the best value the spec allows in their place.
-                let file_seq = entry.file_sequence_number.or(Some(seq));
-                let file = entry.data_file().clone();
-                if self.removed_data.contains(file.file_path()) {
-                    found.insert(file.file_path().to_string());
-                    summary.removed(&file, &spec);
-                    writer.add_delete_file(file, seq, file_seq)
-                } else {
-                    let added_by = entry.snapshot_id().unwrap_or(mf.added_snapshot_id);
-                    writer.add_existing_file(file, added_by, seq, file_seq)
-                }
-                .map_err(|e| iceberg_error(&table, "rewrite manifest", e))?;
+            for e in touched.kept {
+                writer
+                    .add_existing_file(e.file, e.snapshot_id, e.seq, e.file_seq)
+                    .map_err(|e| iceberg_error(&table, "rewrite manifest", e))?;
             }
-            rewritten.push(
+            manifests.push(
                 writer
                     .write_manifest_file()
                     .await
                     .map_err(|e| iceberg_error(&table, "write manifest", e))?,
             );
         }
-        if found.len() != self.removed_data.len() {
-            let missing: Vec<&String> = self.removed_data.difference(&found).take(5).collect();
-            return Err(Error::validation(format!(
-                "{table}: cannot remove files that are not live data files of snapshot {:?}: {missing:?}",
-                md.current_snapshot_id()
-            )));
+        for ((content, _), (spec, entries)) in removals.removed {
+            let content = if content == 0 {
+                ManifestContentType::Data
+            } else {
+                ManifestContentType::Deletes
+            };
+            let (path, mut writer) = self.new_manifest_writer(names, content, Some(&spec))?;
+            written.push(path);
+            for e in entries {
+                writer
+                    .add_delete_file(e.file, e.seq, e.file_seq)
+                    .map_err(|e| iceberg_error(&table, "rewrite manifest", e))?;
+            }
+            manifests.push(
+                writer
+                    .write_manifest_file()
+                    .await
+                    .map_err(|e| iceberg_error(&table, "write manifest", e))?,
+            );
         }
-        Ok(carried)
+        Ok(removals.carried)
     }
 
     /// Write the manifest list; for v3 return the snapshot's row range `(first row id, rows)`.
@@ -578,6 +820,123 @@ impl SnapshotProducer {
     }
 }
 
+/// Manifests read at once while looking for removed files.
+const MANIFEST_READ_CONCURRENCY: usize = 16;
+
+/// A live entry moved into a rewritten manifest, with what it keeps from the original.
+struct MovedEntry {
+    file: DataFile,
+    snapshot_id: i64,
+    seq: i64,
+    file_seq: Option<i64>,
+}
+
+/// A base manifest that lists a removed file: its spec and the entries it keeps.
+struct TouchedManifest {
+    content: ManifestContentType,
+    spec: PartitionSpecRef,
+    kept: Vec<MovedEntry>,
+}
+
+/// What removing files does to the base snapshot's manifests.
+#[derive(Default)]
+struct Removals {
+    /// Manifests carried over unchanged.
+    carried: Vec<ManifestFile>,
+    /// Manifests to rewrite without their removed entries, in base order.
+    touched: Vec<TouchedManifest>,
+    /// Removed entries by (content, spec id), written as one DELETED-only manifest each.
+    removed: BTreeMap<(u8, i32), (PartitionSpecRef, Vec<MovedEntry>)>,
+    /// The highest data sequence number among removed data files.
+    max_removed_data_seq: Option<i64>,
+    /// Delete-file entries removed.
+    removed_delete_files: usize,
+    /// Paths of the data files found and removed.
+    found_data: BTreeSet<String>,
+    /// Paths of the delete files found and removed.
+    found_deletes: BTreeSet<String>,
+}
+
+/// Sort key of a manifest content type (data manifests first, as Java lists them).
+fn content_key(content: ManifestContentType) -> u8 {
+    match content {
+        ManifestContentType::Data => 0,
+        ManifestContentType::Deletes => 1,
+    }
+}
+
+/// Whether a manifest may list live files (Java's `hasAddedFiles() || hasExistingFiles()`;
+/// unknown counts, as v1 writers may leave them, count as live).
+fn has_live_files(mf: &ManifestFile) -> bool {
+    mf.added_files_count.is_none_or(|n| n > 0) || mf.existing_files_count.is_none_or(|n| n > 0)
+}
+
+/// First-row-id inheritance (spec, v3): a data file without a `first_row_id` gets its manifest's
+/// `first_row_id` plus the record counts of the files without one listed before it.
+struct RowIdInheritance {
+    next: Option<i64>,
+}
+
+impl RowIdInheritance {
+    fn new(mf: &ManifestFile) -> Self {
+        let next = match mf.content {
+            ManifestContentType::Data => mf.first_row_id.and_then(|id| i64::try_from(id).ok()),
+            ManifestContentType::Deletes => None,
+        };
+        Self { next }
+    }
+
+    /// The row id `file` inherits, when it has none of its own and the manifest has one.
+    fn next(&mut self, file: &DataFile) -> Option<i64> {
+        if file.first_row_id().is_some() {
+            return None;
+        }
+        let id = self.next?;
+        self.next = Some(id.saturating_add(file.record_count() as i64));
+        Some(id)
+    }
+}
+
+/// `file` with its `first_row_id` set (upstream keeps `DataFile` fields crate-private, so it is
+/// rebuilt field by field).
+fn with_first_row_id(
+    table: &str,
+    file: &DataFile,
+    spec_id: i32,
+    first_row_id: i64,
+) -> Result<DataFile> {
+    let mut b = DataFileBuilder::default();
+    b.content(file.content_type())
+        .file_path(file.file_path().to_string())
+        .file_format(file.file_format())
+        .partition(file.partition().clone())
+        .partition_spec_id(spec_id)
+        .record_count(file.record_count())
+        .file_size_in_bytes(file.file_size_in_bytes())
+        .column_sizes(file.column_sizes().clone())
+        .value_counts(file.value_counts().clone())
+        .null_value_counts(file.null_value_counts().clone())
+        .nan_value_counts(file.nan_value_counts().clone())
+        .lower_bounds(file.lower_bounds().clone())
+        .upper_bounds(file.upper_bounds().clone())
+        .key_metadata(file.key_metadata().map(<[u8]>::to_vec))
+        .split_offsets(file.split_offsets().map(<[i64]>::to_vec))
+        .equality_ids(file.equality_ids())
+        .first_row_id(Some(first_row_id))
+        .referenced_data_file(file.referenced_data_file())
+        .content_offset(file.content_offset())
+        .content_size_in_bytes(file.content_size_in_bytes());
+    if let Some(order) = file.sort_order_id() {
+        b.sort_order_id(order);
+    }
+    b.build().map_err(|e| {
+        Error::Internal(format!(
+            "{table}: cannot copy the metadata of {}: {e}",
+            file.file_path()
+        ))
+    })
+}
+
 /// Names of the metadata files one staged snapshot writes.
 struct ManifestNames {
     snapshot_id: i64,
@@ -586,29 +945,60 @@ struct ManifestNames {
 }
 
 impl StagedSnapshot {
-    /// Commit through `committer`; on a conflict the staged files are deleted.
+    /// The id of the snapshot this commit adds.
+    pub fn snapshot_id(&self) -> i64 {
+        self.snapshot.snapshot_id()
+    }
+
+    /// The table it was staged on.
+    pub fn base(&self) -> &LoadedTable {
+        &self.base
+    }
+
+    /// Commit through `committer`.
+    ///
+    /// - `Ok`: committed; the outcome holds the new head.
+    /// - [`Error::CommitConflict`] or [`Error::Validation`]: certainly not committed; the staged
+    ///   manifests and manifest list are deleted (see [`certainly_not_committed`]).
+    /// - Any other error leaves the outcome of the swap unknown (a dropped connection, a REST
+    ///   server's 5xx or a timeout). The head is then reloaded once: if it lists this snapshot,
+    ///   the commit happened and this returns `Ok`; otherwise the error is returned and the staged
+    ///   files are kept, since a request still in flight may yet commit them.
     pub async fn commit(self, committer: &dyn CatalogCommitter) -> Result<CommitOutcome> {
         match committer.commit(&self.base, self.changes.clone()).await {
-            Ok(table) => Ok(CommitOutcome {
-                table,
-                snapshot_id: self.snapshot.snapshot_id(),
-                sequence_number: self.snapshot.sequence_number(),
-                timestamp_ms: self.snapshot.timestamp_ms(),
-                operation: self.snapshot.summary().operation.as_str().to_string(),
-                summary: self.snapshot.summary().additional_properties.clone(),
-                added_data_files: self.added_data_files,
-                added_delete_files: self.added_delete_files,
-                removed_data_files: self.removed_data_files,
-                written_files: self.written_files,
-            }),
-            Err(e) => {
-                // Only when the commit certainly did not happen: an I/O error during the swap
-                // leaves it unknown, and the files may now be referenced.
-                if matches!(e, Error::CommitConflict { .. } | Error::Validation { .. }) {
-                    self.abort().await;
-                }
+            Ok(table) => Ok(self.outcome(table)),
+            Err(e) if certainly_not_committed(&e) => {
+                self.abort().await;
                 Err(e)
             }
+            Err(e) => match committer.load_head(&self.base).await {
+                Ok(head) if head.metadata.snapshot_by_id(self.snapshot_id()).is_some() => {
+                    tracing::info!(
+                        table = %self.base.id,
+                        snapshot_id = self.snapshot_id(),
+                        error = %e,
+                        "the commit reported an error but the table lists its snapshot"
+                    );
+                    Ok(self.outcome(head))
+                }
+                _ => Err(e),
+            },
+        }
+    }
+
+    fn outcome(self, table: LoadedTable) -> CommitOutcome {
+        CommitOutcome {
+            table,
+            snapshot_id: self.snapshot.snapshot_id(),
+            sequence_number: self.snapshot.sequence_number(),
+            timestamp_ms: self.snapshot.timestamp_ms(),
+            operation: self.snapshot.summary().operation.as_str().to_string(),
+            summary: self.snapshot.summary().additional_properties.clone(),
+            added_data_files: self.added_data_files,
+            added_delete_files: self.added_delete_files,
+            removed_data_files: self.removed_data_files,
+            removed_delete_files: self.removed_delete_files,
+            written_files: self.written_files,
         }
     }
 
@@ -618,6 +1008,48 @@ impl StagedSnapshot {
             discard(&self.base.storage, f).await;
         }
     }
+}
+
+/// Whether a commit that failed with `err` certainly did not change the table: the catalog
+/// refused it (a conflict, or changes it found invalid) before applying anything.
+///
+/// Only then may the files written for it — staged metadata, and for a rewrite its new data
+/// files — be deleted. Any other error (I/O during the swap, a REST server's 5xx, a timeout)
+/// leaves the commit's fate unknown; deleting files then could corrupt a table that did commit.
+pub fn certainly_not_committed(err: &Error) -> bool {
+    matches!(
+        err,
+        Error::CommitConflict { .. }
+            | Error::Validation { .. }
+            | Error::Unsupported { .. }
+            | Error::NotFound { .. }
+    )
+}
+
+/// What committing `snapshot` on `md` asks of the catalog: the same table (UUID), `main` still
+/// at the parent; then add the snapshot and move `main` to it, keeping `main`'s retention.
+fn commit_changes(table: &str, md: &TableMetadata, snapshot: &Snapshot) -> Result<TableChanges> {
+    Ok(TableChanges::new(
+        vec![
+            TableRequirement::UuidMatch { uuid: md.uuid() },
+            TableRequirement::RefSnapshotIdMatch {
+                r#ref: MAIN_BRANCH.to_string(),
+                snapshot_id: md.current_snapshot_id(),
+            },
+        ],
+        vec![
+            TableUpdate::AddSnapshot {
+                snapshot: snapshot.clone(),
+            },
+            TableUpdate::SetSnapshotRef {
+                ref_name: MAIN_BRANCH.to_string(),
+                reference: SnapshotReference::new(
+                    snapshot.snapshot_id(),
+                    main_retention(table, md)?,
+                ),
+            },
+        ],
+    ))
 }
 
 /// A random positive snapshot id not used by the table.

@@ -3,7 +3,8 @@
 use std::collections::HashMap;
 
 use iceberg::spec::{
-    DataFile, Operation, PartitionSpecRef, SchemaRef, SnapshotSummaryCollector, Summary,
+    DataContentType, DataFile, DataFileFormat, Operation, PartitionSpecRef, SchemaRef,
+    SnapshotSummaryCollector, Summary,
 };
 
 /// Java's cap on per-partition `partitions.<path>` entries (0 by default: none are written).
@@ -35,6 +36,16 @@ const TOTALS: [(&str, &str, &str); 6] = [
 pub(crate) struct SummaryBuilder {
     collector: SnapshotSummaryCollector,
     schema: SchemaRef,
+    /// Deletion vectors added and removed: upstream's collector counts them as position delete
+    /// files, Java's summary counts them apart (`added-dvs`, `removed-dvs`).
+    added_dvs: u64,
+    removed_dvs: u64,
+}
+
+/// Whether a delete file is a deletion vector (a Puffin blob), as Java's `ContentFileUtil.isDV`.
+pub(crate) fn is_deletion_vector(file: &DataFile) -> bool {
+    file.content_type() == DataContentType::PositionDeletes
+        && file.file_format() == DataFileFormat::Puffin
 }
 
 impl SummaryBuilder {
@@ -46,11 +57,17 @@ impl SummaryBuilder {
                 .and_then(|v| v.trim().parse().ok())
                 .unwrap_or(0),
         );
-        Self { collector, schema }
+        Self {
+            collector,
+            schema,
+            added_dvs: 0,
+            removed_dvs: 0,
+        }
     }
 
     /// A file this snapshot adds (data or delete).
     pub(crate) fn added(&mut self, file: &DataFile, spec: &PartitionSpecRef) {
+        self.added_dvs += u64::from(is_deletion_vector(file));
         self.collector.add_file(
             file,
             SchemaRef::clone(&self.schema),
@@ -60,6 +77,7 @@ impl SummaryBuilder {
 
     /// A file this snapshot removes.
     pub(crate) fn removed(&mut self, file: &DataFile, spec: &PartitionSpecRef) {
+        self.removed_dvs += u64::from(is_deletion_vector(file));
         self.collector.remove_file(
             file,
             SchemaRef::clone(&self.schema),
@@ -82,7 +100,29 @@ impl SummaryBuilder {
         let mut out: HashMap<String, String> = properties.clone();
         out.insert("engine-name".into(), "cryo".into());
         out.insert("engine-version".into(), env!("CARGO_PKG_VERSION").into());
-        let added = self.collector.build();
+        let mut added = self.collector.build();
+        for (dvs, dv_key, files_key) in [
+            (self.added_dvs, "added-dvs", "added-position-delete-files"),
+            (
+                self.removed_dvs,
+                "removed-dvs",
+                "removed-position-delete-files",
+            ),
+        ] {
+            if dvs > 0 {
+                let files = added
+                    .get(files_key)
+                    .and_then(|v| v.parse::<u64>().ok())
+                    .unwrap_or(0)
+                    .saturating_sub(dvs);
+                if files > 0 {
+                    added.insert(files_key.to_string(), files.to_string());
+                } else {
+                    added.remove(files_key);
+                }
+                added.insert(dv_key.to_string(), dvs.to_string());
+            }
+        }
         let get = |key: &str| -> u64 { added.get(key).and_then(|v| v.parse().ok()).unwrap_or(0) };
         for (total, plus, minus) in TOTALS {
             let base = match previous {

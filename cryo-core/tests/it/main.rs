@@ -4,6 +4,7 @@
 mod bad_input;
 mod catalogs;
 mod commit;
+mod commit_rest;
 mod common;
 mod demo_lake;
 mod golden;
@@ -11,3 +12,5 @@ mod peers_scan;
 mod pipeline;
 mod render;
 mod render_fixtures;
+mod replace;
+mod rest_scripted;

@@ -1,0 +1,324 @@
+//! The REST committer against a scripted loopback server: every status the REST spec gives a
+//! commit, token refresh, prefix from `/v1/config`, and the "commit state unknown" path — which
+//! a real server rarely produces on demand.
+#![allow(clippy::too_many_lines)] // Reason: one scripted session, status by status, reads best whole.
+
+use std::collections::VecDeque;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpListener;
+use std::sync::{Arc, Mutex};
+
+use cryo_core::commit::{
+    NewTable, RestCommitter, SnapshotProducer, StagedSnapshot, certainly_not_committed,
+    write_data_files,
+};
+use cryo_core::{CatalogConfig, Error, LoadedTable, TableId};
+use iceberg::spec::TableMetadata;
+
+use crate::replace::{append, by_day, hadoop_catalog, rows, schema};
+
+/// One request as the server saw it.
+#[derive(Debug, Clone)]
+struct Seen {
+    method: String,
+    path: String,
+    authorization: Option<String>,
+    tenant: Option<String>,
+    body: String,
+}
+
+/// What the server answers: token requests get `tok-<n>`; `/v1/config` gives prefix `p`;
+/// `GET` of the table returns `head`; commits pop `commits` in order.
+#[derive(Default)]
+struct Script {
+    head: String,
+    commits: VecDeque<(u16, String)>,
+    tokens: usize,
+    seen: Vec<Seen>,
+}
+
+fn serve(script: Arc<Mutex<Script>>) -> String {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { return };
+            let mut reader = BufReader::new(stream.try_clone().unwrap());
+            let mut line = String::new();
+            reader.read_line(&mut line).unwrap();
+            let mut parts = line.split_whitespace();
+            let method = parts.next().unwrap_or_default().to_string();
+            let path = parts.next().unwrap_or_default().to_string();
+            let (mut length, mut authorization, mut tenant) = (0, None, None);
+            loop {
+                let mut h = String::new();
+                reader.read_line(&mut h).unwrap();
+                let h = h.trim_end();
+                if h.is_empty() {
+                    break;
+                }
+                let (k, v) = h.split_once(':').unwrap();
+                match k.to_ascii_lowercase().as_str() {
+                    "content-length" => length = v.trim().parse().unwrap(),
+                    "authorization" => authorization = Some(v.trim().to_string()),
+                    "x-tenant" => tenant = Some(v.trim().to_string()),
+                    _ => {}
+                }
+            }
+            let mut body = vec![0; length];
+            reader.read_exact(&mut body).unwrap();
+            let body = String::from_utf8(body).unwrap();
+            let (status, reply) = {
+                let mut s = script.lock().unwrap();
+                s.seen.push(Seen {
+                    method: method.clone(),
+                    path: path.clone(),
+                    authorization: authorization.clone(),
+                    tenant: tenant.clone(),
+                    body: body.clone(),
+                });
+                if path.starts_with("/v1/oauth/tokens") {
+                    s.tokens += 1;
+                    (
+                        200,
+                        format!(
+                            r#"{{"access_token":"tok-{}","token_type":"bearer"}}"#,
+                            s.tokens
+                        ),
+                    )
+                } else if path.starts_with("/v1/config") {
+                    (
+                        200,
+                        r#"{"defaults":{},"overrides":{"prefix":"p"}}"#.to_string(),
+                    )
+                } else if method == "GET" {
+                    (200, s.head.clone())
+                } else {
+                    s.commits.pop_front().unwrap_or((500, "{}".into()))
+                }
+            };
+            let response = format!(
+                "HTTP/1.1 {status} X\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{reply}",
+                reply.len()
+            );
+            let _ = stream.write_all(response.as_bytes());
+        }
+    });
+    format!("http://{addr}")
+}
+
+/// `{"metadata-location", "metadata"}` as loadTable and commit responses carry them.
+fn table_json(location: &str, metadata: &TableMetadata) -> String {
+    serde_json::json!({ "metadata-location": location, "metadata": metadata }).to_string()
+}
+
+/// The base's metadata with the staged changes applied, as a server would.
+fn applied(base: &LoadedTable, staged: &StagedSnapshot) -> TableMetadata {
+    let mut b = base
+        .metadata
+        .as_ref()
+        .clone()
+        .into_builder(base.metadata_location.clone());
+    for u in staged.changes.updates.clone() {
+        b = u.apply(b).unwrap();
+    }
+    b.build().unwrap().metadata
+}
+
+fn error_body(code: u16, kind: &str, message: &str) -> String {
+    serde_json::json!({"error": {"message": message, "type": kind, "code": code}}).to_string()
+}
+
+#[tokio::test]
+async fn rest_commit_statuses_map_to_typed_errors() {
+    // A local table provides real manifests; the scripted server plays its REST catalog.
+    let dir = tempfile::tempdir().unwrap();
+    let catalog = hadoop_catalog(dir.path()).await;
+    let id = TableId::parse("db.scripted").unwrap();
+    let t = catalog
+        .create_table(&id, NewTable::new(schema()).with_partition_spec(by_day()))
+        .await
+        .unwrap();
+    let base = append(catalog.committer().unwrap().as_ref(), &t, 0..4).await;
+    let script = Arc::new(Mutex::new(Script {
+        head: table_json("s3://b/t/metadata/v2.metadata.json", &base.metadata),
+        ..Script::default()
+    }));
+    let uri = serve(Arc::clone(&script));
+    let secret = "sc-ret-value-42";
+    let rest = RestCommitter::new(&CatalogConfig::new(
+        "scripted",
+        [
+            ("uri", uri.as_str()),
+            ("warehouse", "wh"),
+            ("credential", &format!("client:{secret}")),
+            ("header.x-tenant", "t1"),
+        ],
+    ))
+    .unwrap();
+    let stage = || async {
+        let w = write_data_files(&base, [rows(100..102)]).await.unwrap();
+        SnapshotProducer::new(&base)
+            .add_data_files(w.files)
+            .stage()
+            .await
+            .unwrap()
+    };
+    let exists = |f: &String| {
+        let f = f.strip_prefix("file://").unwrap_or(f).to_string();
+        std::path::Path::new(&f).exists()
+    };
+    let push = |status: u16, body: String| {
+        script.lock().unwrap().commits.push_back((status, body));
+    };
+
+    // 200: the server's head comes back.
+    let staged = stage().await;
+    push(
+        200,
+        table_json(
+            "s3://b/t/metadata/v3.metadata.json",
+            &applied(&base, &staged),
+        ),
+    );
+    let out = staged.commit(&rest).await.unwrap();
+    assert_eq!(
+        out.table.metadata_location.as_deref(),
+        Some("s3://b/t/metadata/v3.metadata.json")
+    );
+    assert!(out.table.metadata.snapshot_by_id(out.snapshot_id).is_some());
+    {
+        let s = script.lock().unwrap();
+        let config = s
+            .seen
+            .iter()
+            .find(|r| r.path.starts_with("/v1/config"))
+            .unwrap();
+        assert_eq!(config.path, "/v1/config?warehouse=wh");
+        let commit = s
+            .seen
+            .iter()
+            .find(|r| r.method == "POST" && r.path.contains("tables"))
+            .unwrap();
+        assert_eq!(commit.path, "/v1/p/namespaces/db/tables/scripted");
+        assert_eq!(commit.authorization.as_deref(), Some("Bearer tok-1"));
+        let body: serde_json::Value = serde_json::from_str(&commit.body).unwrap();
+        assert_eq!(body["identifier"]["name"], "scripted");
+        assert_eq!(body["requirements"][0]["type"], "assert-table-uuid");
+        assert_eq!(body["requirements"][1]["type"], "assert-ref-snapshot-id");
+        assert_eq!(body["updates"][0]["action"], "add-snapshot");
+        assert_eq!(body["updates"][1]["action"], "set-snapshot-ref");
+    }
+
+    // 401: one token refresh, then the commit goes through.
+    let staged = stage().await;
+    push(
+        401,
+        error_body(401, "NotAuthorizedException", "token expired"),
+    );
+    push(
+        200,
+        table_json(
+            "s3://b/t/metadata/v3.metadata.json",
+            &applied(&base, &staged),
+        ),
+    );
+    staged.commit(&rest).await.unwrap();
+    assert_eq!(script.lock().unwrap().tokens, 2);
+    let last = script.lock().unwrap().seen.last().unwrap().clone();
+    assert_eq!(last.authorization.as_deref(), Some("Bearer tok-2"));
+
+    // 409: a conflict; the staged metadata files are deleted.
+    let staged = stage().await;
+    let files = staged.written_files.clone();
+    push(
+        409,
+        error_body(
+            409,
+            "CommitFailedException",
+            "Requirement failed: branch main has changed",
+        ),
+    );
+    let e = staged.commit(&rest).await.unwrap_err();
+    assert!(matches!(e, Error::CommitConflict { .. }), "{e}");
+    assert!(e.to_string().contains("branch main has changed"));
+    assert!(files.iter().all(|f| !exists(f)));
+
+    // 400: the server refused the changes: typed, not retryable, certainly not committed.
+    let staged = stage().await;
+    push(
+        400,
+        error_body(400, "BadRequestException", "unknown update"),
+    );
+    let e = staged.commit(&rest).await.unwrap_err();
+    assert!(
+        matches!(e, Error::Validation { .. }) && !e.is_retryable(),
+        "{e}"
+    );
+    assert!(certainly_not_committed(&e));
+
+    // 404: the table is gone.
+    let staged = stage().await;
+    push(404, error_body(404, "NoSuchTableException", "no table"));
+    let e = staged.commit(&rest).await.unwrap_err();
+    assert!(matches!(e, Error::NotFound { .. }), "{e}");
+
+    // 503: retryable, and the server says nothing was applied.
+    let staged = stage().await;
+    push(503, error_body(503, "ServiceUnavailable", "slow down"));
+    let e = staged.commit(&rest).await.unwrap_err();
+    assert!(
+        matches!(
+            e,
+            Error::Catalog {
+                retryable: true,
+                ..
+            }
+        ),
+        "{e}"
+    );
+    assert!(e.to_string().contains("not applied"), "{e}");
+
+    // 500 with the snapshot in the reloaded head: it did commit.
+    let staged = stage().await;
+    let landed = applied(&base, &staged);
+    push(500, error_body(500, "ServerError", "boom"));
+    script.lock().unwrap().head = table_json("s3://b/t/metadata/v3.metadata.json", &landed);
+    let id_500 = staged.snapshot_id();
+    let out = staged.commit(&rest).await.unwrap();
+    assert_eq!(out.snapshot_id, id_500);
+
+    // 500 without it: unknown state, retryable, and the staged files stay (they may yet commit).
+    script.lock().unwrap().head = table_json("s3://b/t/metadata/v2.metadata.json", &base.metadata);
+    let staged = stage().await;
+    let files = staged.written_files.clone();
+    push(502, error_body(502, "BadGateway", "upstream died"));
+    let e = staged.commit(&rest).await.unwrap_err();
+    assert!(
+        matches!(
+            e,
+            Error::Catalog {
+                retryable: true,
+                ..
+            }
+        ),
+        "{e}"
+    );
+    assert!(e.to_string().contains("commit state unknown"), "{e}");
+    assert!(!certainly_not_committed(&e));
+    assert!(files.iter().all(exists));
+
+    // No request or error ever showed the secret; the extra header went out.
+    let shown = format!("{rest:?} {e} {e:?}");
+    assert!(!shown.contains(secret), "{shown}");
+    assert!(!shown.contains("tok-"), "{shown}");
+    let s = script.lock().unwrap();
+    assert!(s.seen.iter().all(|r| !r.path.contains(secret)));
+    assert!(s.seen.iter().all(|r| r.tenant.as_deref() == Some("t1")));
+    assert!(
+        s.seen
+            .iter()
+            .filter(|r| r.path.starts_with("/v1/oauth"))
+            .all(|r| r.body.contains("scope=catalog"))
+    );
+}
