@@ -32,14 +32,19 @@ pub struct LockGuard {
 
 impl fmt::Debug for LockGuard {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("LockGuard").field("holder", &self.holder).finish_non_exhaustive()
+        f.debug_struct("LockGuard")
+            .field("holder", &self.holder)
+            .finish_non_exhaustive()
     }
 }
 
 impl LockGuard {
     /// A guard that runs `release` when dropped.
     pub fn new(holder: LockHolder, release: impl FnOnce() + Send + 'static) -> Self {
-        Self { release: Some(Box::new(release)), holder }
+        Self {
+            release: Some(Box::new(release)),
+            holder,
+        }
     }
 }
 
@@ -98,7 +103,9 @@ fn io_err(path: &std::path::Path, what: &str, e: std::io::Error) -> Error {
 
 fn read_holder(file: &mut File) -> LockHolder {
     let mut text = String::new();
-    let _ = file.seek(SeekFrom::Start(0)).and_then(|_| file.read_to_string(&mut text));
+    let _ = file
+        .seek(SeekFrom::Start(0))
+        .and_then(|_| file.read_to_string(&mut text));
     serde_json::from_str(&text).unwrap_or(LockHolder {
         holder: "unknown".to_string(),
         pid: 0,
@@ -133,7 +140,8 @@ impl TableLocks for LocalLocks {
             pid: std::process::id(),
             since_ms: now_ms,
         };
-        let body = serde_json::to_vec(&me).map_err(|e| Error::Internal(format!("lock holder: {e}")))?;
+        let body =
+            serde_json::to_vec(&me).map_err(|e| Error::Internal(format!("lock holder: {e}")))?;
         file.set_len(0)
             .and_then(|()| file.seek(SeekFrom::Start(0)).map(|_| ()))
             .and_then(|()| file.write_all(&body))
@@ -157,11 +165,16 @@ mod tests {
         let locks = LocalLocks::new(dir.path());
         let t = TableId::parse("db.t").unwrap();
         let first = locks.try_acquire("c", &t, "worker-1", 10).unwrap().unwrap();
-        let held = locks.try_acquire("c", &t, "worker-2", 11).unwrap().unwrap_err();
+        let held = locks
+            .try_acquire("c", &t, "worker-2", 11)
+            .unwrap()
+            .unwrap_err();
         assert_eq!(held.holder, "worker-1");
         assert_eq!(held.pid, std::process::id());
         // Other tables and catalogs are independent.
-        let other = locks.try_acquire("c", &TableId::parse("db.u").unwrap(), "w", 12).unwrap();
+        let other = locks
+            .try_acquire("c", &TableId::parse("db.u").unwrap(), "w", 12)
+            .unwrap();
         assert!(other.is_ok());
         assert!(locks.try_acquire("c2", &t, "w", 12).unwrap().is_ok());
         drop(first);
@@ -185,7 +198,11 @@ mod tests {
             .spawn()
             .unwrap();
         let mut line = String::new();
-        std::io::BufRead::read_line(&mut std::io::BufReader::new(child.stdout.take().unwrap()), &mut line).unwrap();
+        std::io::BufRead::read_line(
+            &mut std::io::BufReader::new(child.stdout.take().unwrap()),
+            &mut line,
+        )
+        .unwrap();
         assert_eq!(line.trim(), "locked");
         let held = locks.try_acquire("c", &t, "rust", 6).unwrap().unwrap_err();
         assert_eq!(held.holder, "py");

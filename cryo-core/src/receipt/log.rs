@@ -138,8 +138,12 @@ pub fn receipts_batch(receipts: &[Receipt]) -> Result<RecordBatch> {
     let mut status = StringBuilder::new();
     let mut reason = StringBuilder::new();
     let mut duration = UInt64Builder::new();
-    let (mut fb, mut bb, mut fa, mut ba) =
-        (UInt64Builder::new(), UInt64Builder::new(), UInt64Builder::new(), UInt64Builder::new());
+    let (mut fb, mut bb, mut fa, mut ba) = (
+        UInt64Builder::new(),
+        UInt64Builder::new(),
+        UInt64Builder::new(),
+        UInt64Builder::new(),
+    );
     let mut snap_before = Int64Builder::new();
     let mut snap_after = Int64Builder::new();
     let mut plan = StringBuilder::new();
@@ -219,8 +223,14 @@ mod tests {
         let log = JsonLinesLog::new(dir.path().join("sub/receipts.jsonl"));
         assert!(log.read().unwrap().is_empty());
         let mut r = sample(0);
-        r.before = Some(Footprint { files: 10, bytes: 1000 });
-        r.after = Some(Footprint { files: 1, bytes: 900 });
+        r.before = Some(Footprint {
+            files: 10,
+            bytes: 1000,
+        });
+        r.after = Some(Footprint {
+            files: 1,
+            bytes: 900,
+        });
         r.snapshots_after = vec![7, 8];
         log.append(&[r.clone(), sample(1)]).unwrap();
         log.append(&[sample(2)]).unwrap();
@@ -248,13 +258,22 @@ mod tests {
 
     #[test]
     fn receipts_never_carry_configured_secrets() {
-        let config = CatalogConfig::new("c", [("credential", "client:sup3r-secret"), ("token", "tok-abcdef")]);
+        let config = CatalogConfig::new(
+            "c",
+            [
+                ("credential", "client:sup3r-secret"),
+                ("token", "tok-abcdef"),
+            ],
+        );
         let r = sample(0)
             .with_reason("401 for client:sup3r-secret with tok-abcdef")
             .with_detail("error", "bearer tok-abcdef")
             .redact(&config);
         let json = serde_json::to_string(&r).unwrap();
-        assert!(!json.contains("sup3r-secret") && !json.contains("tok-abcdef"), "{json}");
+        assert!(
+            !json.contains("sup3r-secret") && !json.contains("tok-abcdef"),
+            "{json}"
+        );
     }
 
     #[test]

@@ -148,7 +148,11 @@ impl Receipt {
 
     /// Add an operation-specific figure.
     #[must_use]
-    pub fn with_detail(mut self, key: impl Into<String>, value: impl Into<serde_json::Value>) -> Self {
+    pub fn with_detail(
+        mut self,
+        key: impl Into<String>,
+        value: impl Into<serde_json::Value>,
+    ) -> Self {
         self.details.insert(key.into(), value.into());
         self
     }
