@@ -8,6 +8,15 @@
    order, on Spark against a fresh copy of the fixtures (`make_fixtures.py --out <tmp>`); the tables are
    then read back with DuckDB and PyIceberg: same rows (fingerprints), and Spark's `snapshots` metadata
    table shows the `replace` snapshots the rewrites committed.
+3. Every other golden (the hand-built plans of `cryo-core/tests/it/render.rs`: operations, predicates,
+   chunks, strategies, version gates, retention floors, hostile identifiers) runs too: for each case a
+   fresh `hadoop` catalog named like the golden's `engine_catalog` (hostile names included) gets the
+   tables its statements target, built from the plan itself (`golden/render/plans/<case>.json`, see
+   `plan_tables.py`: schema from the predicates' column types, spec from their transforms, format v2,
+   several appends per partition, merge-on-read DELETEs where position deletes are rewritten, an old
+   orphan file where orphans are removed). Every statement runs in golden order and must succeed and
+   do its work; the rows Spark read before must be the rows DuckDB reads after. A table whose every
+   step the renderer skipped is not built (no statement targets it).
 
 Spark runs in a child process (this file with `--child`): Spark keeps one JVM per process and caches
 catalogs, so a session another test module opened on the shared fixtures must never see these statements.
@@ -28,12 +37,16 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import cryo_peers  # noqa: E402
+import plan_tables  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
 GOLDEN = REPO / "golden" / "render" / "spark"
+PLANS = REPO / "golden" / "render" / "plans"
 FILES = sorted(GOLDEN.glob("*.json"))
 # Order matters only within a table; tables are independent.
 FIXTURE_CASES = ["fixtures_upserts_eq", "fixtures_orders_mor", "fixtures_events", "fixtures_unpartitioned"]
+# The hand-built goldens: their tables are built from the plan (golden/render/plans/<case>.json).
+HANDBUILT_CASES = [p.stem for p in FILES if p.stem not in FIXTURE_CASES]
 
 PROCEDURES = {
     "convert_equality_deletes": "rewrite_data_files",
@@ -97,6 +110,38 @@ def _parse(spark, sql: str) -> dict:
     return out
 
 
+def _error_text(e: BaseException) -> str:
+    """The Java exception chain when there is one (py4j's own first line says nothing)."""
+    j = getattr(e, "java_exception", None)
+    if j is None:
+        text = str(e).strip()
+        return (text.splitlines()[0] if text else repr(e))[:2000]
+    msgs: list[str] = []
+    while j is not None and len(msgs) < 6:
+        msg = str(j.toString())
+        if msg not in msgs:
+            msgs.append(msg)
+        j = j.getCause()
+    return " | caused by: ".join(msgs)[:2000]
+
+
+def _run_statements(spark, table: dict) -> list[dict]:
+    out = []
+    for step in table["steps"]:
+        for st in step["statements"]:
+            s0 = time.monotonic()
+            entry = {"operation": step["operation"], "chunk": st["chunk"], "sql": st["sql"]}
+            try:
+                rows = spark.sql(st["sql"]).collect()
+                entry["rows"] = [{k: str(v) for k, v in r.asDict().items()} for r in rows[:20]]
+                entry["row_count"] = len(rows)
+            except Exception as e:  # noqa: BLE001 - reported to the parent, which fails the test
+                entry["error"] = _error_text(e)
+            entry["seconds"] = round(time.monotonic() - s0, 2)
+            out.append(entry)
+    return out
+
+
 def _snapshots(spark, ident: str) -> list[dict]:
     rows = spark.sql(f"SELECT snapshot_id, operation, summary FROM {ident}.snapshots ORDER BY committed_at").collect()
     return [{"snapshot_id": r.snapshot_id, "operation": r.operation, "summary": dict(r.summary or {})} for r in rows]
@@ -125,26 +170,67 @@ def child_main(fixtures: Path, out_path: Path) -> None:
         rendered = json.loads((GOLDEN / f"{case}.json").read_text())
         for table in rendered["tables"]:
             ident = ".".join(["fixtures", *table["table"]["namespace"], table["table"]["name"]])
-            run: dict = {"before": _snapshots(spark, ident), "files_before": _file_contents(spark, ident), "statements": []}
+            run: dict = {"before": _snapshots(spark, ident), "files_before": _file_contents(spark, ident)}
             t0 = time.monotonic()
-            for step in table["steps"]:
-                for st in step["statements"]:
-                    s0 = time.monotonic()
-                    entry = {"operation": step["operation"], "chunk": st["chunk"], "sql": st["sql"]}
-                    try:
-                        rows = spark.sql(st["sql"]).collect()
-                        entry["rows"] = [{k: str(v) for k, v in r.asDict().items()} for r in rows[:3]]
-                        entry["row_count"] = len(rows)
-                    except Exception as e:  # noqa: BLE001
-                        entry["error"] = str(e).splitlines()[0][:2000]
-                    entry["seconds"] = round(time.monotonic() - s0, 2)
-                    run["statements"].append(entry)
+            run["statements"] = _run_statements(spark, table)
             run["seconds"] = round(time.monotonic() - t0, 2)
             run["after"] = _snapshots(spark, ident)
             run["files_after"] = _file_contents(spark, ident)
             result["runs"][ident] = run
+    result["timings"]["fixture_runs_s"] = round(sum(r["seconds"] for r in result["runs"].values()), 2)
+
+    t0 = time.monotonic()
+    result["handbuilt"] = {case: _run_handbuilt_case(spark, case, fixtures / "render-cases") for case in HANDBUILT_CASES}
+    result["timings"]["handbuilt_s"] = round(time.monotonic() - t0, 2)
     spark.stop()
     out_path.write_text(json.dumps(result, indent=1))
+
+
+def _run_handbuilt_case(spark, case: str, root: Path) -> dict:
+    """Build the case's tables in a fresh hadoop catalog named like the golden's engine catalog, run every
+    statement in order, and record Spark's read before, each statement's output and the metadata after."""
+    rendered = json.loads((GOLDEN / f"{case}.json").read_text())
+    plan = json.loads((PLANS / f"{case}.json").read_text())
+    catalog = rendered["engine_catalog"]
+    warehouse = root / case
+    warehouse.mkdir(parents=True)
+    # Spark caches catalog instances by name and several cases share `lake` (and table names): drop the
+    # cached instances so this case's catalog starts on its own warehouse.
+    spark._jsparkSession.sessionState().catalogManager().reset()
+    p = f"spark.sql.catalog.{catalog}"
+    cryo_peers.add_spark_catalogs(
+        spark, {p: "org.apache.iceberg.spark.SparkCatalog", f"{p}.type": "hadoop", f"{p}.warehouse": warehouse.as_uri()}
+    )
+    t_case = time.monotonic()
+    out: dict = {"catalog": catalog, "warehouse": str(warehouse), "tables": []}
+    for rt, pt in zip(rendered["tables"], plan["tables"]):
+        target = rt["target"]
+        entry: dict = {"table": rt["table"], "target": target}
+        out["tables"].append(entry)
+        if not any(s["statements"] for s in rt["steps"]):
+            entry["no_statements"] = True  # every step skipped by the renderer: nothing targets the table
+            continue
+        t0 = time.monotonic()
+        try:
+            if rt["table"] != pt["table"]:
+                raise ValueError(f"golden table {rt['table']} is {pt['table']} in the plan")
+            entry["built"] = plan_tables.build_table(spark, catalog, plan_tables.model_table(pt))
+            before = cryo_peers.fingerprint(cryo_peers.read_spark(spark, target))
+        except Exception as e:  # noqa: BLE001 - reported to the parent, which fails the test
+            entry["build_error"] = _error_text(e)
+            continue
+        entry["build_s"] = round(time.monotonic() - t0, 2)
+        entry["spark_before"] = before.as_dict()
+        if entry["built"]["position_delete_commits"]:
+            entry["files_before"] = _file_contents(spark, target)
+        t0 = time.monotonic()
+        entry["statements"] = _run_statements(spark, rt)
+        entry["run_s"] = round(time.monotonic() - t0, 2)
+        table = plan_tables.load_table(spark, target)
+        entry["metadata_location"] = str(table.operations().current().metadataFileLocation())
+        entry["orphans_after"] = [{**o, "exists": os.path.exists(o["path"])} for o in entry["built"]["orphans"]]
+    out["seconds"] = round(time.monotonic() - t_case, 2)
+    return out
 
 
 # ------------------------------------------------------------------------------------------------
@@ -186,6 +272,8 @@ def spark_results(fresh) -> dict:
     TIMINGS.update(results["timings"])
     for ident, run in results["runs"].items():
         TIMINGS[f"run {ident}_s"] = run["seconds"]
+    for case, got in results.get("handbuilt", {}).items():
+        TIMINGS[f"handbuilt {case}_s"] = got["seconds"]
     sys.stderr.write(f"\nrender/spark timings: {json.dumps(TIMINGS)}\n")
     return results
 
@@ -288,6 +376,155 @@ def test_rows_unchanged_for_duckdb_and_pyiceberg(fresh, spark_results):
             continue
         py = cryo_peers.fingerprint(cryo_peers.read_pyiceberg(entry["identifier"], catalog=catalog))
         assert (py.rows, py.sha256) == expected, f"{ident}: PyIceberg reads different rows after the run"
+
+
+# ------------------------------------------------------------------------------------------------
+# Hand-built goldens: tables built from the plan, every statement run
+# ------------------------------------------------------------------------------------------------
+
+# What each statement reports when it did something (the procedures' output columns).
+DID_WORK = {
+    "convert_equality_deletes": lambda r: int(r["rewritten_data_files_count"]) > 0,
+    "rewrite_data_files": lambda r: int(r["rewritten_data_files_count"]) > 0,
+    "rewrite_position_deletes": lambda r: int(r["rewritten_delete_files_count"]) > 0,
+    "rewrite_manifests": lambda r: int(r["rewritten_manifests_count"]) > 0,
+    "compute_statistics": lambda r: r["statistics_file"] not in ("", "None"),
+}
+
+
+ICEBERG_VERSION = tuple(int(x) for x in (cryo_peers.peers_env().get("ICEBERG_SPARK_VERSION") or "0").split(".")[:3])
+
+
+def _chunk_column_types(case: str, table: dict, operation: str, chunk: int) -> set[str]:
+    """The plan-side types of the columns a chunk's partition predicates name."""
+    plan = json.loads((PLANS / f"{case}.json").read_text())
+    for t in plan["tables"]:
+        if t["table"] == table["table"]:
+            for step in t["steps"]:
+                if step["operation"] == operation:
+                    for c in step["chunks"]:
+                        if c["index"] == chunk:
+                            return {p["column_type"] for part in c["partitions"] for p in part["predicate"]}
+    return set()
+
+
+def _handbuilt(spark_results):
+    for case in HANDBUILT_CASES:
+        rendered = json.loads((GOLDEN / f"{case}.json").read_text())
+        for table, entry in zip(rendered["tables"], spark_results["handbuilt"][case]["tables"]):
+            yield case, table, entry
+
+
+def _local(uri: str) -> str:
+    for prefix in ("file://", "file:"):
+        if uri.startswith(prefix):
+            return uri[len(prefix) :]
+    return uri
+
+
+def test_handbuilt_tables_were_built_as_named(spark_results):
+    """Spark created every namespace and table literally as the plan names them (hostile names too),
+    format v2, merge-on-read with position-delete files where the plan rewrites them."""
+    built = 0
+    for case in HANDBUILT_CASES:
+        rendered = json.loads((GOLDEN / f"{case}.json").read_text())
+        got = spark_results["handbuilt"][case]
+        assert got["catalog"] == rendered["engine_catalog"]
+        assert [t["target"] for t in got["tables"]] == [t["target"] for t in rendered["tables"]], case
+    for case, table, entry in _handbuilt(spark_results):
+        if entry.get("no_statements"):
+            continue
+        assert "build_error" not in entry, f"{case} {entry['target']}: {entry['build_error']}"
+        # The hadoop catalog lays tables out as <warehouse>/<namespace parts>/<name>: the literal names.
+        location = _local(entry["metadata_location"])
+        want = "/".join([spark_results["handbuilt"][case]["warehouse"], *table["table"]["namespace"], table["table"]["name"]])
+        assert location.startswith(want + "/metadata/"), (location, want)
+        assert json.loads(Path(location).read_text())["format-version"] == 2
+        b = entry["built"]
+        assert entry["spark_before"]["rows"] == b["rows"] > 0
+        if b["position_delete_commits"]:
+            assert b["properties"].get("write.delete.mode") == "merge-on-read", b["properties"]
+            assert entry["files_before"].get("1", 0) > 0, f"{case} {entry['target']}: no position-delete files"
+        built += 1
+    assert built >= 20
+
+
+def test_every_handbuilt_statement_runs_on_spark(spark_results):
+    ran = 0
+    for case, table, entry in _handbuilt(spark_results):
+        expected = [st["sql"] for s in table["steps"] for st in s["statements"]]
+        if entry.get("no_statements"):
+            assert not expected
+            continue
+        assert [s["sql"] for s in entry.get("statements", [])] == expected, f"{case} {entry['target']}"
+        for s in entry["statements"]:
+            assert "error" not in s, f"{case} {entry['target']}: Spark refused {s['sql']!r}: {s['error']}"
+            ran += 1
+    want = sum(len(st["statements"]) for c in HANDBUILT_CASES for t in json.loads((GOLDEN / f"{c}.json").read_text())["tables"] for st in t["steps"])
+    assert ran == want and ran >= 60, (ran, want)
+
+
+def test_handbuilt_statements_did_their_work(spark_results):
+    """Each rewrite selects the rows built for its planned partitions (so the where matches the plan),
+    statistics and manifest rewrites commit. Exempt: the rewrites after a whole-table rewrite-all
+    (convert), which leaves them nothing to do; and, before Iceberg 1.11, a where on a binary/fixed
+    partition value once an earlier statement rewrote the table's manifests (apache/iceberg#15128, see
+    plan_tables.BYTES_PARTITION_BUG_FIXED_IN): Iceberg itself prunes the manifest holding it."""
+    for case, table, entry in _handbuilt(spark_results):
+        after_rewrite_all = False
+        rewrote = False
+        for s in entry.get("statements", []):
+            op = s["operation"]
+            exempt = after_rewrite_all and op in ("rewrite_data_files", "rewrite_position_deletes")
+            if rewrote and ICEBERG_VERSION < plan_tables.BYTES_PARTITION_BUG_FIXED_IN:
+                types = _chunk_column_types(case, table, op, s["chunk"])
+                exempt |= any(t == "binary" or t.startswith("fixed[") for t in types)
+            if op in DID_WORK and not exempt:
+                assert s["row_count"] == 1 and DID_WORK[op](s["rows"][0]), (
+                    f"{case} {entry['target']}: {op} chunk {s['chunk']} did nothing: {s['rows']}\n{s['sql']}"
+                )
+            if op == "convert_equality_deletes" and "where =>" not in s["sql"]:
+                after_rewrite_all = True
+            rewrote |= op in DID_WORK and s.get("row_count") == 1 and DID_WORK[op](s["rows"][0])
+
+
+def _duckdb_path(metadata_location: str, tmp: Path) -> str:
+    """DuckDB 1.5.5's iceberg_scan takes an argument holding `"` for a qualified table name ("Unterminated
+    quote in qualified name"): such a metadata file is handed over through a symlink (the manifests'
+    own paths, quotes and all, are then read as they are)."""
+    path = _local(metadata_location)
+    if '"' not in path:
+        return path
+    link = tmp / f"{len(list(tmp.iterdir()))}.metadata.json"
+    link.symlink_to(path)
+    return str(link)
+
+
+def test_handbuilt_rows_unchanged_spark_then_duckdb(spark_results, tmp_path):
+    for case, _, entry in _handbuilt(spark_results):
+        if entry.get("no_statements") or "build_error" in entry:
+            continue  # nothing ran (the build failure is test_handbuilt_tables_were_built_as_named's)
+        before = entry["spark_before"]
+        duck = cryo_peers.fingerprint(cryo_peers.read_duckdb(_duckdb_path(entry["metadata_location"], tmp_path)))
+        assert duck.as_dict() == before, f"{case} {entry['target']}: DuckDB reads {duck} after, Spark read {before} before"
+
+
+def test_handbuilt_orphans_removed_unless_dry_run(spark_results):
+    planted = 0
+    for case, _, entry in _handbuilt(spark_results):
+        if entry.get("no_statements") or "build_error" in entry:
+            continue
+        listed = [
+            r["orphan_file_location"]
+            for s in entry["statements"]
+            if s["operation"] == "remove_orphan_files"
+            for r in s["rows"]
+        ]
+        for o in entry["orphans_after"]:
+            assert listed and all(_local(x) == o["path"] for x in listed), (case, entry["target"], listed)
+            assert o["exists"] == o["dry_run"], f"{case} {entry['target']}: dry_run={o['dry_run']} but exists={o['exists']}"
+            planted += 1
+    assert planted >= 7
 
 
 if __name__ == "__main__":

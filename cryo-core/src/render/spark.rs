@@ -139,6 +139,12 @@ impl SparkDialect {
                 if columns.is_empty() || columns.iter().any(|c| c.trim().is_empty()) {
                     return Err("malformed plan: z-order needs column names".to_string());
                 }
+                if let Some(c) = columns.iter().find(|c| col_refuses(c)) {
+                    return Err(format!(
+                        "z-order column `{}`: Iceberg's Spark z-order resolves each name again with Dataset.col, which refuses a backtick in a column name (\"Syntax error in attribute name\"); a sort strategy can take it",
+                        super::literal::comment_safe(c.trim())
+                    ));
+                }
                 Ok(Some(format!(
                     "zorder({})",
                     columns
@@ -178,6 +184,33 @@ impl SparkDialect {
             })
     }
 
+    /// Statistics columns `compute_table_stats` cannot take are left out with a note; a step left
+    /// with none is refused (without columns it would compute every column, those included).
+    fn statistics_columns(
+        columns: &[String],
+        notes: &mut Vec<String>,
+    ) -> std::result::Result<(), String> {
+        let refused: Vec<String> = columns
+            .iter()
+            .filter(|c| col_refuses(c))
+            .map(|c| format!("`{}`", super::literal::comment_safe(c)))
+            .collect();
+        if refused.is_empty() {
+            return Ok(());
+        }
+        let why = format!(
+            "statistics column {}: compute_table_stats checks each name against the schema as written, then resolves it again with Spark's col(), which refuses a backtick in a column name (a quoted name fails the schema check instead)",
+            refused.join(", ")
+        );
+        if refused.len() == columns.len() {
+            return Err(format!(
+                "{why}; no other column is planned, and without columns every column would be computed, these included"
+            ));
+        }
+        notes.push(format!("{why}; left out, the other columns are computed"));
+        Ok(())
+    }
+
     fn retention_check(
         what: &str,
         effective_ms: i64,
@@ -193,6 +226,14 @@ impl SparkDialect {
         }
         Ok(())
     }
+}
+
+/// A column name that Spark's `col()` / `Dataset.col` cannot resolve: they parse the name as an
+/// attribute path, where a backtick is a syntax error unless quoted, and Iceberg's
+/// `compute_table_stats` and z-order hand them the raw schema name (checked against the schema
+/// first, so quoting it is no way out).
+fn col_refuses(column: &str) -> bool {
+    column.contains('`')
 }
 
 /// `rest` without a trailing ` WORD` (ASCII case-insensitive), if it ends with one.
@@ -382,13 +423,14 @@ impl Dialect for SparkDialect {
                     );
                 }
             }
-            StepParams::ComputeStatistics { .. } => {
+            StepParams::ComputeStatistics { columns } => {
                 if iceberg < super::ICEBERG_COMPUTE_TABLE_STATS {
                     return Err(format!(
                         "Iceberg {iceberg} has no compute_table_stats procedure (from {}); upgrade the runtime",
                         super::ICEBERG_COMPUTE_TABLE_STATS
                     ));
                 }
+                Self::statistics_columns(columns, &mut notes)?;
             }
             StepParams::RewriteManifests { target_manifest_size_bytes } => notes.push(format!(
                 "manifest size comes from the table property commit.manifest.target-size-bytes; the plan's {target_manifest_size_bytes} bytes is not an argument"
@@ -485,6 +527,7 @@ impl Dialect for SparkDialect {
                         "columns => array({})",
                         columns
                             .iter()
+                            .filter(|c| !col_refuses(c))
                             .map(|c| self.quote_string(c))
                             .collect::<Vec<_>>()
                             .join(", ")

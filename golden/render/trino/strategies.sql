@@ -1,5 +1,5 @@
 -- Cryo maintenance for trino (engine catalog lake, source catalog source_catalog)
--- plan 7e06f6b2a431a4b5319824d4e2abc03e5fb13a96ca82d5b013065fd4f84767ae, made at 2026-06-01T00:00:00.000Z
+-- plan 1f66c79d4dc38bde7840b234610ac3101fd96622b8eb17fdbf09da991c109891, made at 2026-06-01T00:00:00.000Z
 
 -- table lake.binpack
 
@@ -24,4 +24,7 @@ ALTER TABLE "lake"."lake"."sort_table_order" EXECUTE optimize(file_size_threshol
 -- skipped rewrite_data_files: Trino's OPTIMIZE cannot sort by given columns (it bin-packs, following only the table's sorted_by property): set sorted_by and re-plan with the table's order, or run this step on Spark
 
 -- table lake.zorder
+-- skipped rewrite_data_files: Trino's OPTIMIZE has no z-order (it bin-packs only); run this step on Spark (strategy => 'sort', sort_order => 'zorder(...)')
+
+-- table lake.zorder_quoted
 -- skipped rewrite_data_files: Trino's OPTIMIZE has no z-order (it bin-packs only); run this step on Spark (strategy => 'sort', sort_order => 'zorder(...)')
