@@ -13,6 +13,8 @@
 //! - [`grade`]: explainable checks, a score and an A–F grade, with the operation that fixes each.
 //! - [`plan`]: the maintenance work, partition by partition, under byte budgets, in a fixed order.
 //! - [`render`]: the plan as Trino or Spark SQL.
+//! - [`compact`]: the native compaction engine: file groups planned from metadata, rewritten
+//!   with deletes applied (bin-pack, sort, z-order).
 //! - [`commit`]: Cryo's writers, snapshot producer and per-catalog compare-and-swap.
 //! - [`demo`]: a small local lake of decayed tables, for examples, tests and benchmarks.
 //!
@@ -21,10 +23,14 @@
 //!
 //! ## Feature flags
 //!
-//! None yet: the default build is everything documented here.
+//! - `datafusion` (off by default): sorted and z-ordered rewrites in [`compact`], through
+//!   DataFusion's spilling `SortExec` (DataFusion 53 sub-crates; several minutes of extra clean
+//!   build). Without it, bin-pack rewrites and every plan (including dry runs of sorts) work,
+//!   and rewriting a sort or z-order group is refused as unsupported.
 
 pub mod catalog;
 pub mod commit;
+pub mod compact;
 pub mod error;
 pub mod govern;
 pub mod grade;

@@ -6,6 +6,7 @@ mod catalogs;
 mod commit;
 mod commit_rest;
 mod common;
+mod compact;
 mod demo_lake;
 mod golden;
 mod peers_scan;

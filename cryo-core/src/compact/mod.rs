@@ -1,0 +1,77 @@
+//! The native compaction engine: plan file groups from metadata, rewrite each group with its
+//! deletes applied, hand the result to the commit layer.
+//!
+//! ```text
+//!  LoadedTable ──▶ plan_compaction(options) ──▶ CompactionPlan (serde; a dry run is this value)
+//!  (snapshot S0)    manifests only               S0 id + sequence number, table UUID,
+//!                                                groups: data files + the deletes that apply
+//!                                                        + delete files removable afterwards
+//!                                                  │
+//!                                                  ▼  one group at a time (each commits alone)
+//!  rewrite_group(table, plan, group, options)
+//!    data files ──read (by field id → current schema)──▶ positions / DVs / equality deletes
+//!       applied and counted ──▶ [sort / z-order: DataFusion SortExec, spills] ──▶ split by the
+//!       current spec ──▶ rolling Parquet writers (table codec, row group, metrics modes)
+//!                                                  │
+//!                                                  ▼
+//!  RewrittenGroup { new files, removed data files, removed delete files, rows read / deleted /
+//!                   written, bytes, written paths }
+//!        ├──▶ commit layer: replace snapshot, new files at S0's data sequence number
+//!        └──▶ cleanup_group: delete the written files of a group that does not commit
+//! ```
+//!
+//! # Planning
+//!
+//! [`plan_compaction`] reads the manifests of the current snapshot S0 and groups live data
+//! files by `(spec id, partition)`. A file is a candidate when it is smaller than the minimum or
+//! larger than the maximum size, when at least `delete_file_threshold` delete files apply to
+//! it, when it was written with an older partition spec, or with `rewrite_all`. Candidates are
+//! packed into groups of at most `max_file_group_size_bytes`; a group is kept when it has
+//! `min_input_files` files, more than the target size in several files, or a file forced in by
+//! deletes, an old spec, its size or `rewrite_all`. Delete files apply by the spec's rules:
+//! equality deletes to older data (strictly lower data sequence number) of the same partition or
+//! of every partition when their spec is unpartitioned; position deletes to data of the same
+//! partition with a lower or equal sequence number (and the referenced data file, or exact
+//! `file_path` bounds, when recorded); deletion vectors to their referenced data file, in place
+//! of its position delete files. A delete file is removable with a group when every live data
+//! file it could apply to is in the group; delete files that apply to nothing at all are
+//! removed with the first group of their partition.
+//!
+//! # Rewriting and memory
+//!
+//! Rows stream from reader tasks (one per data file, at most `concurrency` at once) through a
+//! bounded channel into the writers; a group is never held in memory. For a bin-pack the
+//! memory in use is bounded by
+//!
+//! - readers: `concurrency` × (one input row group's column chunks + three batches of 8192
+//!   rows) — the input row group is the one term the table's existing files decide;
+//! - writers: half the budget; each open partition writer buffers at most one row group of
+//!   `write.parquet.row-group-size-bytes` (capped at a quarter of the budget), and when rows of
+//!   an older spec fan out into more partitions than fit, the fullest writer is closed early;
+//! - deletes: the group's position deletes (8 bytes a position) and equality keys, as every
+//!   Iceberg engine holds them.
+//!
+//! A sort or z-order gives DataFusion's `SortExec` a `FairSpillPool` of half the budget: rows
+//! beyond it are sorted in runs and spilled to the system temp directory, then merged
+//! streaming; writers get a quarter. Sorting needs the `datafusion` feature; planning does not.
+
+mod deletes;
+mod options;
+mod plan;
+mod read;
+mod rewrite;
+// Reason: orderings are executed by the DataFusion sort only; without the feature, planning
+// still parses sort columns and validates z-order widths.
+#[cfg_attr(not(feature = "datafusion"), allow(dead_code))]
+mod sort;
+mod write;
+#[cfg_attr(not(feature = "datafusion"), allow(dead_code))]
+mod zorder;
+
+pub use options::{CompactOptions, FileSizes, MIN_MEMORY_BUDGET_BYTES, PartitionRef};
+pub use plan::{
+    COMPACTION_PLAN_VERSION, CompactionPlan, DeleteKind, FileGroup, GroupDataFile,
+    GroupDeleteFile, SkippedPartition, plan_compaction,
+};
+pub use rewrite::{DeletedRows, RewrittenGroup, cleanup_group, rewrite_group};
+pub use zorder::MAX_ZORDER_COLUMNS;

@@ -1,0 +1,415 @@
+//! Streaming output: rows split by the table's default partition spec into rolling Parquet
+//! writers (upstream's `ParquetWriterBuilder` + `RollingFileWriterBuilder`, so field ids and
+//! column metrics come with the files), with the table's write properties.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+
+use arrow_array::RecordBatch;
+use iceberg::arrow::RecordBatchPartitionSplitter;
+use iceberg::spec::{
+    DataContentType, DataFile, DataFileBuilder, DataFileFormat, PartitionKey, PartitionSpecRef,
+    SchemaRef, Struct,
+};
+use iceberg::writer::file_writer::location_generator::{
+    DefaultFileNameGenerator, DefaultLocationGenerator,
+};
+use iceberg::writer::file_writer::rolling_writer::{RollingFileWriter, RollingFileWriterBuilder};
+use iceberg::writer::file_writer::ParquetWriterBuilder;
+use iceberg::writer::CurrentFileStatus;
+use parquet::basic::{Compression, GzipLevel, ZstdLevel};
+use parquet::file::properties::WriterProperties;
+
+use crate::catalog::LoadedTable;
+use crate::error::{Error, Result};
+
+const PARQUET_CODEC: &str = "write.parquet.compression-codec";
+const PARQUET_LEVEL: &str = "write.parquet.compression-level";
+const ROW_GROUP_BYTES: &str = "write.parquet.row-group-size-bytes";
+const PAGE_BYTES: &str = "write.parquet.page-size-bytes";
+const METRICS_DEFAULT: &str = "write.metadata.metrics.default";
+const METRICS_COLUMN: &str = "write.metadata.metrics.column.";
+const FILE_FORMAT: &str = "write.format.default";
+/// Java's defaults.
+const DEFAULT_ROW_GROUP_BYTES: u64 = 128 << 20;
+const DEFAULT_PAGE_BYTES: u64 = 1 << 20;
+const DEFAULT_ZSTD_LEVEL: i32 = 3;
+
+/// Java's column metrics modes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum MetricsMode {
+    None,
+    Counts,
+    /// `full` and `truncate(n)`: the exact bounds the Parquet writer records.
+    Bounds,
+}
+
+fn metrics_mode(v: &str) -> MetricsMode {
+    match v.trim().to_ascii_lowercase().as_str() {
+        "none" => MetricsMode::None,
+        "counts" => MetricsMode::Counts,
+        _ => MetricsMode::Bounds,
+    }
+}
+
+/// The table's write settings, resolved once per rewrite.
+#[derive(Debug, Clone)]
+pub(crate) struct WriteSettings {
+    pub(crate) properties: WriterProperties,
+    pub(crate) codec: String,
+    pub(crate) codec_defaulted: bool,
+    pub(crate) target_file_size: u64,
+    pub(crate) row_group_bytes: u64,
+    /// Field id → metrics mode, for every field of the current schema.
+    metrics: HashMap<i32, MetricsMode>,
+}
+
+fn parse_size(table: &LoadedTable, key: &str, default: u64) -> Result<u64> {
+    match table.metadata.properties().get(key).map(|v| v.trim()) {
+        None | Some("") => Ok(default),
+        Some(v) => v
+            .parse::<u64>()
+            .ok()
+            .filter(|n| *n > 0)
+            .ok_or_else(|| Error::config(format!("{}: {key}={v} is not a positive size", table.id))),
+    }
+}
+
+/// Codec, level, row-group and page sizes and metrics modes from the table's properties.
+///
+/// The row group is capped at half of `writer_budget` so that one in-progress row group per
+/// open writer fits the memory budget (the cap is the only deviation from the table's value).
+pub(crate) fn write_settings(
+    table: &LoadedTable,
+    target_file_size: u64,
+    writer_budget: u64,
+) -> Result<WriteSettings> {
+    let p = table.metadata.properties();
+    let name = &table.id;
+    if let Some(format) = p.get(FILE_FORMAT)
+        && !format.eq_ignore_ascii_case("parquet")
+    {
+        return Err(Error::unsupported(format!(
+            "{name}: {FILE_FORMAT}={format} (Cryo writes Parquet)"
+        )));
+    }
+    let level = match p.get(PARQUET_LEVEL).map(|v| v.trim()).filter(|v| !v.is_empty()) {
+        Some(v) => Some(v.parse::<i32>().map_err(|_| {
+            Error::config(format!("{name}: {PARQUET_LEVEL}={v} is not an integer"))
+        })?),
+        None => None,
+    };
+    let codec_name = p.get(PARQUET_CODEC).map(|c| c.trim().to_ascii_lowercase());
+    let bad_level =
+        |e: parquet::errors::ParquetError| Error::config(format!("{name}: {PARQUET_LEVEL}: {e}"));
+    let (compression, codec) = match codec_name.as_deref().unwrap_or("zstd") {
+        "zstd" => {
+            let l = level.unwrap_or(DEFAULT_ZSTD_LEVEL);
+            (
+                Compression::ZSTD(ZstdLevel::try_new(l).map_err(bad_level)?),
+                format!("zstd({l})"),
+            )
+        }
+        "gzip" => {
+            let l = level.map_or(Ok(GzipLevel::default()), |l| {
+                GzipLevel::try_new(u32::try_from(l).unwrap_or(u32::MAX)).map_err(bad_level)
+            })?;
+            (Compression::GZIP(l), format!("gzip({})", l.compression_level()))
+        }
+        "snappy" => (Compression::SNAPPY, "snappy".to_string()),
+        // Java's `lz4` is Hadoop-framed LZ4, deprecated in Parquet; LZ4_RAW is what current
+        // readers expect.
+        "lz4" | "lz4_raw" => (Compression::LZ4_RAW, "lz4_raw".to_string()),
+        "uncompressed" | "none" => (Compression::UNCOMPRESSED, "uncompressed".to_string()),
+        other => {
+            return Err(Error::unsupported(format!(
+                "{name}: {PARQUET_CODEC}={other} (Cryo writes zstd, gzip, snappy, lz4 or uncompressed)"
+            )));
+        }
+    };
+    let row_group_bytes = parse_size(table, ROW_GROUP_BYTES, DEFAULT_ROW_GROUP_BYTES)?
+        .min((writer_budget / 2).max(1 << 20));
+    let page_bytes = parse_size(table, PAGE_BYTES, DEFAULT_PAGE_BYTES)?;
+    let default_mode = p.get(METRICS_DEFAULT).map_or(MetricsMode::Bounds, |m| metrics_mode(m));
+    let schema = table.metadata.current_schema();
+    let mut metrics = HashMap::new();
+    for f in schema.as_struct().fields() {
+        let mode = p
+            .get(&format!("{METRICS_COLUMN}{}", f.name))
+            .map_or(default_mode, |m| metrics_mode(m));
+        metrics.insert(f.id, mode);
+        // Nested fields follow their top-level column (Java resolves them by full name; a
+        // per-nested-column setting is rare enough to take the parent's).
+        let mut stack = vec![f.field_type.as_ref().clone()];
+        while let Some(t) = stack.pop() {
+            if let iceberg::spec::Type::Struct(s) = &t {
+                for c in s.fields() {
+                    metrics.insert(c.id, mode);
+                    stack.push(c.field_type.as_ref().clone());
+                }
+            } else if let iceberg::spec::Type::List(l) = &t {
+                metrics.insert(l.element_field.id, mode);
+                stack.push(l.element_field.field_type.as_ref().clone());
+            } else if let iceberg::spec::Type::Map(m) = &t {
+                metrics.insert(m.key_field.id, mode);
+                metrics.insert(m.value_field.id, mode);
+                stack.push(m.key_field.field_type.as_ref().clone());
+                stack.push(m.value_field.field_type.as_ref().clone());
+            }
+        }
+    }
+    let properties = WriterProperties::builder()
+        .set_compression(compression)
+        .set_max_row_group_row_count(None)
+        .set_max_row_group_bytes(Some(row_group_bytes as usize))
+        .set_data_page_size_limit(page_bytes as usize)
+        .set_created_by(format!("cryo {}", env!("CARGO_PKG_VERSION")))
+        .build();
+    Ok(WriteSettings {
+        properties,
+        codec,
+        codec_defaulted: codec_name.is_none(),
+        target_file_size,
+        row_group_bytes,
+        metrics,
+    })
+}
+
+type Rolling = RollingFileWriter<ParquetWriterBuilder, DefaultLocationGenerator, DefaultFileNameGenerator>;
+
+struct OpenWriter {
+    key: Option<PartitionKey>,
+    data: Struct,
+    writer: Rolling,
+    wrote: bool,
+}
+
+/// Writes a group's rows into the current spec at the target size.
+pub(crate) struct GroupWriter {
+    table: LoadedTable,
+    settings: WriteSettings,
+    schema: SchemaRef,
+    spec: PartitionSpecRef,
+    splitter: Option<RecordBatchPartitionSplitter>,
+    writers: HashMap<String, OpenWriter>,
+    /// Open writers allowed before the fullest is closed (memory bound).
+    max_open: usize,
+    prefix: String,
+    next_writer: u32,
+    sort_order_id: Option<i32>,
+    files: Vec<DataFile>,
+    paths: HashSet<String>,
+}
+
+impl GroupWriter {
+    pub(crate) fn new(
+        table: &LoadedTable,
+        settings: WriteSettings,
+        group_id: u32,
+        writer_budget: u64,
+        sort_order_id: Option<i32>,
+    ) -> Result<Self> {
+        let md = table.metadata.as_ref();
+        let schema = Arc::clone(md.current_schema());
+        let spec = Arc::clone(md.default_partition_spec());
+        let splitter = if spec.is_unpartitioned() {
+            None
+        } else {
+            Some(
+                RecordBatchPartitionSplitter::try_new_with_computed_values(
+                    Arc::clone(&schema),
+                    Arc::clone(&spec),
+                )
+                .map_err(|e| Error::Internal(format!("{}: partition splitter: {e}", table.id)))?,
+            )
+        };
+        let max_open = (writer_budget / settings.row_group_bytes.max(1)).max(1) as usize;
+        Ok(Self {
+            table: table.clone(),
+            settings,
+            schema,
+            spec,
+            splitter,
+            writers: HashMap::new(),
+            max_open,
+            // Java's naming: <partition>-<task>-<operation uuid>-<file>.parquet.
+            prefix: format!("{group_id:05}"),
+            next_writer: 0,
+            sort_order_id,
+            files: Vec::new(),
+            paths: HashSet::new(),
+        })
+    }
+
+    /// Write one batch (in the current schema's Arrow form).
+    pub(crate) async fn write(&mut self, batch: RecordBatch) -> Result<()> {
+        if batch.num_rows() == 0 {
+            return Ok(());
+        }
+        let parts: Vec<(Option<PartitionKey>, RecordBatch)> = match &self.splitter {
+            None => vec![(None, batch)],
+            Some(s) => s
+                .split(&batch)
+                .map_err(|e| Error::Internal(format!("{}: partition rows: {e}", self.table.id)))?
+                .into_iter()
+                .map(|(k, b)| (Some(k), b))
+                .collect(),
+        };
+        for (key, part) in parts {
+            let path = key.as_ref().map_or_else(String::new, PartitionKey::to_path);
+            if !self.writers.contains_key(&path) {
+                if self.writers.len() >= self.max_open {
+                    self.close_fullest().await?;
+                }
+                let w = self.open(key)?;
+                self.writers.insert(path.clone(), w);
+            }
+            let name = self.table.id.to_string();
+            let w = self
+                .writers
+                .get_mut(&path)
+                .ok_or_else(|| Error::Internal("writer vanished".into()))?;
+            w.writer
+                .write(&w.key, &part)
+                .await
+                .map_err(|e| write_err(&name, &e))?;
+            w.wrote = true;
+            self.paths.insert(w.writer.current_file_path());
+        }
+        Ok(())
+    }
+
+    fn open(&mut self, key: Option<PartitionKey>) -> Result<OpenWriter> {
+        let md = self.table.metadata.as_ref();
+        let locations = DefaultLocationGenerator::new(md)
+            .map_err(|e| Error::Internal(format!("{}: data location: {e}", self.table.id)))?;
+        let names = DefaultFileNameGenerator::new(
+            format!("{}-{}-{}", self.prefix, self.next_writer, uuid::Uuid::new_v4()),
+            None,
+            DataFileFormat::Parquet,
+        );
+        self.next_writer += 1;
+        let writer = RollingFileWriterBuilder::new(
+            ParquetWriterBuilder::new(self.settings.properties.clone(), Arc::clone(&self.schema)),
+            self.settings.target_file_size as usize,
+            self.table.file_io.clone(),
+            locations,
+            names,
+        )
+        .build();
+        Ok(OpenWriter {
+            data: key.as_ref().map_or_else(Struct::empty, |k| k.data().clone()),
+            key,
+            writer,
+            wrote: false,
+        })
+    }
+
+    async fn close_fullest(&mut self) -> Result<()> {
+        let fullest = self
+            .writers
+            .iter()
+            .filter(|(_, w)| w.wrote)
+            .max_by_key(|(_, w)| w.writer.current_written_size())
+            .map(|(k, _)| k.clone());
+        if let Some(k) = fullest
+            && let Some(w) = self.writers.remove(&k)
+        {
+            self.close_one(w).await?;
+        }
+        Ok(())
+    }
+
+    async fn close_one(&mut self, w: OpenWriter) -> Result<()> {
+        let name = self.table.id.to_string();
+        let builders = w.writer.close().await.map_err(|e| write_err(&name, &e))?;
+        for mut b in builders {
+            b.partition(w.data.clone())
+                .partition_spec_id(self.spec.spec_id())
+                .content(DataContentType::Data);
+            if let Some(id) = self.sort_order_id {
+                b.sort_order_id(id);
+            }
+            let file = self.finish_metrics(b)?;
+            self.paths.insert(file.file_path().to_string());
+            self.files.push(file);
+        }
+        Ok(())
+    }
+
+    /// Drop the metrics the table's metrics modes do not keep (Java keeps column sizes always,
+    /// counts unless `none`, bounds only for `truncate`/`full`).
+    fn finish_metrics(&self, mut b: DataFileBuilder) -> Result<DataFile> {
+        let name = &self.table.id;
+        let built = b
+            .clone()
+            .build()
+            .map_err(|e| Error::Internal(format!("{name}: data file entry: {e}")))?;
+        let mode = |id: &i32| {
+            self.settings
+                .metrics
+                .get(id)
+                .copied()
+                .unwrap_or(MetricsMode::Bounds)
+        };
+        if self.settings.metrics.values().all(|m| *m == MetricsMode::Bounds) {
+            return Ok(built);
+        }
+        let counts = |m: &HashMap<i32, u64>| {
+            m.iter()
+                .filter(|(id, _)| mode(id) != MetricsMode::None)
+                .map(|(k, v)| (*k, *v))
+                .collect::<HashMap<_, _>>()
+        };
+        let bounds = |m: &HashMap<i32, iceberg::spec::Datum>| {
+            m.iter()
+                .filter(|(id, _)| mode(id) == MetricsMode::Bounds)
+                .map(|(k, v)| (*k, v.clone()))
+                .collect::<HashMap<_, _>>()
+        };
+        b.value_counts(counts(built.value_counts()))
+            .null_value_counts(counts(built.null_value_counts()))
+            .nan_value_counts(counts(built.nan_value_counts()))
+            .lower_bounds(bounds(built.lower_bounds()))
+            .upper_bounds(bounds(built.upper_bounds()));
+        b.build()
+            .map_err(|e| Error::Internal(format!("{name}: data file entry: {e}")))
+    }
+
+    /// Close every writer; the files written and every path created, in path order. On
+    /// failure, the error and every path created so far (for cleanup).
+    pub(crate) async fn finish(
+        mut self,
+    ) -> std::result::Result<(Vec<DataFile>, Vec<String>), (Error, Vec<String>)> {
+        let mut keys: Vec<String> = self.writers.keys().cloned().collect();
+        keys.sort();
+        for k in keys {
+            if let Some(w) = self.writers.remove(&k)
+                && w.wrote
+                && let Err(e) = self.close_one(w).await
+            {
+                return Err((e, self.written_paths()));
+            }
+        }
+        let paths = self.written_paths();
+        let mut files = std::mem::take(&mut self.files);
+        files.sort_by(|a, b| a.file_path().cmp(b.file_path()));
+        Ok((files, paths))
+    }
+
+    /// Every file this writer has created so far (finished or not), for cleanup.
+    pub(crate) fn written_paths(&self) -> Vec<String> {
+        let mut p: Vec<String> = self.paths.iter().cloned().collect();
+        p.sort();
+        p
+    }
+}
+
+fn write_err(table: &str, e: &iceberg::Error) -> Error {
+    Error::Storage {
+        path: table.to_string(),
+        message: format!("write Parquet: {}", e.message()),
+        source: None,
+        retryable: e.retryable(),
+    }
+}
