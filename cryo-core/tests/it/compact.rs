@@ -297,7 +297,7 @@ async fn hadoop_and_v1_tables() {
 /// multiples of 7 deleted).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn spark_v3_deletion_vectors() {
-    let Some((table, entry)) = fixture_table("fixtures.spark.events_dv").await else {
+    let Some((table, entry)) = fixture_table("fixtures_v3.spark.events_dv").await else {
         return;
     };
     let dir = tempfile::tempdir().unwrap();
