@@ -222,6 +222,14 @@ async fn read_file(job: FileJob, tx: mpsc::Sender<Result<RecordBatch>>) -> Resul
             continue;
         }
         let end = offset + n as u64;
+        if positions.is_empty() && job.equality.is_empty() {
+            counts.rows_read += n as u64;
+            offset = end;
+            if tx.send(Ok(batch)).await.is_err() {
+                return Ok(counts);
+            }
+            continue;
+        }
         let mut keep = vec![true; n];
         let mut pos_deleted = 0u64;
         while cursor < positions.len() && positions[cursor] < end {

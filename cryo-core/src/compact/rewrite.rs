@@ -144,7 +144,15 @@ pub async fn rewrite_group(
     let reader = DataReader::new(table)?;
     let deletes = GroupDeletes::load(table, group, &reader, schema).await?;
     let sort_order_id = ordering.as_ref().and_then(|o| o.sort_order_id);
-    let mut writer = GroupWriter::new(table, settings, group.id, writer_budget, sort_order_id)?;
+    let same_spec = group.partition.spec_id == md.default_partition_spec_id();
+    let mut writer = GroupWriter::new(
+        table,
+        settings,
+        group.id,
+        writer_budget,
+        sort_order_id,
+        same_spec,
+    )?;
     let (rx, reading) = spawn_group_reader(table, group, &reader, &deletes, options.concurrency);
 
     let result: Result<(u64, u64, ReadCounts)> = async {

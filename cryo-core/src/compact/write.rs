@@ -199,6 +199,10 @@ pub(crate) struct GroupWriter {
     sort_order_id: Option<i32>,
     files: Vec<DataFile>,
     paths: HashSet<String>,
+    /// Whether the input is one partition of the default spec.
+    same_spec: bool,
+    /// Its partition, once seen.
+    single: Option<PartitionKey>,
 }
 
 impl GroupWriter {
@@ -208,6 +212,7 @@ impl GroupWriter {
         group_id: u32,
         writer_budget: u64,
         sort_order_id: Option<i32>,
+        same_spec: bool,
     ) -> Result<Self> {
         let md = table.metadata.as_ref();
         let schema = Arc::clone(md.current_schema());
@@ -238,6 +243,8 @@ impl GroupWriter {
             sort_order_id,
             files: Vec::new(),
             paths: HashSet::new(),
+            same_spec,
+            single: None,
         })
     }
 
@@ -246,14 +253,28 @@ impl GroupWriter {
         if batch.num_rows() == 0 {
             return Ok(());
         }
-        let parts: Vec<(Option<PartitionKey>, RecordBatch)> = match &self.splitter {
-            None => vec![(None, batch)],
-            Some(s) => s
-                .split(&batch)
-                .map_err(|e| Error::Internal(format!("{}: partition rows: {e}", self.table.id)))?
-                .into_iter()
-                .map(|(k, b)| (Some(k), b))
-                .collect(),
+        let parts: Vec<(Option<PartitionKey>, RecordBatch)> = match (&self.splitter, &self.single)
+        {
+            (None, _) => vec![(None, batch)],
+            (Some(_), Some(key)) => vec![(Some(key.clone()), batch)],
+            (Some(s), None) => {
+                let parts: Vec<(Option<PartitionKey>, RecordBatch)> = s
+                    .split(&batch)
+                    .map_err(|e| {
+                        Error::Internal(format!("{}: partition rows: {e}", self.table.id))
+                    })?
+                    .into_iter()
+                    .map(|(k, b)| (Some(k), b))
+                    .collect();
+                // Input of one partition of the default spec stays in that partition: computing
+                // partition values once is enough (it is most of the splitter's cost).
+                if self.same_spec
+                    && let [(Some(key), _)] = parts.as_slice()
+                {
+                    self.single = Some(key.clone());
+                }
+                parts
+            }
         };
         for (key, part) in parts {
             let path = key.as_ref().map_or_else(String::new, PartitionKey::to_path);
@@ -274,7 +295,10 @@ impl GroupWriter {
                 .await
                 .map_err(|e| write_err(&name, &e))?;
             w.wrote = true;
-            self.paths.insert(w.writer.current_file_path());
+            let current = w.writer.current_file_path();
+            if !self.paths.contains(&current) {
+                self.paths.insert(current);
+            }
         }
         Ok(())
     }

@@ -7,6 +7,7 @@ mod commit;
 mod commit_rest;
 mod common;
 mod compact;
+mod compact_bench;
 mod demo_lake;
 mod golden;
 mod peers_scan;
