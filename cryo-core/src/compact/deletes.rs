@@ -86,7 +86,10 @@ impl GroupDeletes {
                     *positions.entry(target.to_string()).or_default() |= set;
                 }
                 DeleteKind::Equality => {
-                    equality.insert(d, Arc::new(read_equality_file(table, del, reader, schema).await?));
+                    equality.insert(
+                        d,
+                        Arc::new(read_equality_file(table, del, reader, schema).await?),
+                    );
                 }
             }
         }
@@ -128,7 +131,9 @@ async fn read_position_file(
     let roots = builder.parquet_schema().root_schema().get_fields();
     let col = |name: &str| roots.iter().position(|f| f.name() == name);
     let (Some(path_col), Some(pos_col)) = (col("file_path"), col("pos")) else {
-        return Err(bad("position delete file without file_path/pos columns".into()));
+        return Err(bad(
+            "position delete file without file_path/pos columns".into()
+        ));
     };
     let mask = ProjectionMask::roots(builder.parquet_schema(), [path_col, pos_col]);
     let mut stream = builder
@@ -159,15 +164,12 @@ async fn read_position_file(
             if p < 0 {
                 return Err(bad(format!("negative position {p}")));
             }
-            match out.get_mut(path) {
-                Some(set) => {
-                    set.insert(p as u64);
-                }
-                None => {
-                    let mut set = RoaringTreemap::new();
-                    set.insert(p as u64);
-                    out.insert(path.to_string(), set);
-                }
+            if let Some(set) = out.get_mut(path) {
+                set.insert(p as u64);
+            } else {
+                let mut set = RoaringTreemap::new();
+                set.insert(p as u64);
+                out.insert(path.to_string(), set);
             }
         }
     }
@@ -198,7 +200,10 @@ fn arrow_cast_string(a: &ArrayRef) -> Option<StringArray> {
 /// A `deletion-vector-v1` blob: 4-byte big-endian length of magic + vector, the magic
 /// `D1 D3 39 64`, the vector as a portable 64-bit Roaring bitmap, and a big-endian CRC-32 of
 /// magic + vector. Blobs of this type are never compressed.
-async fn read_deletion_vector(table: &LoadedTable, del: &GroupDeleteFile) -> Result<RoaringTreemap> {
+async fn read_deletion_vector(
+    table: &LoadedTable,
+    del: &GroupDeleteFile,
+) -> Result<RoaringTreemap> {
     let bad = |m: String| Error::metadata(&table.id, &del.path, m);
     let (Some(offset), Some(len)) = (del.content_offset, del.content_size_in_bytes) else {
         return Err(bad(
@@ -206,7 +211,9 @@ async fn read_deletion_vector(table: &LoadedTable, del: &GroupDeleteFile) -> Res
         ));
     };
     if offset < 0 || len < 12 {
-        return Err(bad(format!("deletion vector at {offset}+{len} is too small")));
+        return Err(bad(format!(
+            "deletion vector at {offset}+{len} is too small"
+        )));
     }
     let input = table
         .file_io

@@ -51,7 +51,7 @@
 //! - deletes: the group's position deletes (8 bytes a position) and equality keys, as every
 //!   Iceberg engine holds them.
 //!
-//! A sort or z-order gives DataFusion's `SortExec` a `FairSpillPool` of half the budget: rows
+//! A sort or z-order gives `DataFusion`'s `SortExec` a `FairSpillPool` of half the budget: rows
 //! beyond it are sorted in runs and spilled to the system temp directory, then merged
 //! streaming; writers get a quarter. Sorting needs the `datafusion` feature; planning does not.
 
@@ -70,8 +70,8 @@ mod zorder;
 
 pub use options::{CompactOptions, FileSizes, MIN_MEMORY_BUDGET_BYTES, PartitionRef};
 pub use plan::{
-    COMPACTION_PLAN_VERSION, CompactionPlan, DeleteKind, FileGroup, GroupDataFile,
-    GroupDeleteFile, SkippedPartition, plan_compaction,
+    COMPACTION_PLAN_VERSION, CompactionPlan, DeleteKind, FileGroup, GroupDataFile, GroupDeleteFile,
+    SkippedPartition, plan_compaction,
 };
 pub use rewrite::{DeletedRows, RewrittenGroup, cleanup_group, rewrite_group};
 pub use zorder::MAX_ZORDER_COLUMNS;

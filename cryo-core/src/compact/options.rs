@@ -164,7 +164,9 @@ impl CompactOptions {
             return Err(Error::validation("min_input_files must be at least 1"));
         }
         if self.delete_file_threshold == 0 {
-            return Err(Error::validation("delete_file_threshold must be at least 1"));
+            return Err(Error::validation(
+                "delete_file_threshold must be at least 1",
+            ));
         }
         if self.max_file_group_size_bytes == 0 {
             return Err(Error::validation(
@@ -312,8 +314,7 @@ mod tests {
     #[test]
     fn serde_round_trip_with_defaults_filled_in() {
         let o: CompactOptions =
-            serde_json::from_str(r#"{"strategy":{"kind":"z_order","columns":["a","b"]}}"#)
-                .unwrap();
+            serde_json::from_str(r#"{"strategy":{"kind":"z_order","columns":["a","b"]}}"#).unwrap();
         assert_eq!(o.min_input_files, 5);
         let back: CompactOptions =
             serde_json::from_str(&serde_json::to_string(&o).unwrap()).unwrap();

@@ -59,9 +59,14 @@ impl DataReader {
             ))
         })?;
         let name_mapping = match table.metadata.properties().get(NAME_MAPPING) {
-            Some(json) => Some(Arc::new(serde_json::from_str::<NameMapping>(json).map_err(
-                |e| Error::config(format!("{}: {NAME_MAPPING} is not a name mapping: {e}", table.id)),
-            )?)),
+            Some(json) => Some(Arc::new(
+                serde_json::from_str::<NameMapping>(json).map_err(|e| {
+                    Error::config(format!(
+                        "{}: {NAME_MAPPING} is not a name mapping: {e}",
+                        table.id
+                    ))
+                })?,
+            )),
             None => None,
         };
         Ok(Self {
@@ -107,7 +112,12 @@ impl DataReader {
 
     /// Top-level field ids of the current schema.
     pub(crate) fn all_ids(&self) -> Vec<i32> {
-        self.schema.as_struct().fields().iter().map(|f| f.id).collect()
+        self.schema
+            .as_struct()
+            .fields()
+            .iter()
+            .map(|f| f.id)
+            .collect()
     }
 }
 

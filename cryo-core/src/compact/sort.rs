@@ -1,5 +1,5 @@
 //! Ordering a group's rows: sort keys (the table's sort order, or given columns) and z-order
-//! values are appended to each batch as key columns, DataFusion's `SortExec` sorts under a
+//! values are appended to each batch as key columns, `DataFusion`'s `SortExec` sorts under a
 //! memory pool and spills sorted runs to disk when the pool is full, and the key columns are
 //! dropped before writing.
 //!
@@ -36,8 +36,7 @@ pub(crate) fn parse_sort_column(text: &str) -> Result<SortColumn> {
     let upper: Vec<&str> = upper.iter().map(String::as_str).collect();
     let (descending, rest) = match upper.as_slice() {
         ["DESC", r @ ..] => (true, r),
-        ["ASC", r @ ..] => (false, r),
-        r => (false, r),
+        ["ASC", r @ ..] | r => (false, r),
     };
     let nulls_first = match rest {
         [] => !descending,
@@ -88,10 +87,7 @@ impl Ordering {
                 Error::validation(format!("{}: no column `{name}` to order by", table.id))
             })?;
             top.iter().position(|id| *id == f.id).ok_or_else(|| {
-                Error::unsupported(format!(
-                    "{}: ordering by nested column `{name}`",
-                    table.id
-                ))
+                Error::unsupported(format!("{}: ordering by nested column `{name}`", table.id))
             })
         };
         let (keys, zorder, sort_order_id) = match strategy {
@@ -106,12 +102,15 @@ impl Ordering {
                 }
                 let mut keys = Vec::new();
                 for f in &order.fields {
-                    let column = top.iter().position(|id| *id == f.source_id).ok_or_else(|| {
-                        Error::unsupported(format!(
-                            "{}: sort order on field {}, which is nested or dropped",
-                            table.id, f.source_id
-                        ))
-                    })?;
+                    let column = top
+                        .iter()
+                        .position(|id| *id == f.source_id)
+                        .ok_or_else(|| {
+                            Error::unsupported(format!(
+                                "{}: sort order on field {}, which is nested or dropped",
+                                table.id, f.source_id
+                            ))
+                        })?;
                     let transform = match f.transform {
                         Transform::Identity => None,
                         t => Some(Arc::new(create_transform_function(&t).map_err(|e| {
@@ -150,7 +149,11 @@ impl Ordering {
         };
         let mut fields: Vec<Arc<Field>> = data_schema.fields().iter().cloned().collect();
         if zorder.is_some() {
-            fields.push(Arc::new(Field::new("__cryo_zvalue", DataType::Binary, false)));
+            fields.push(Arc::new(Field::new(
+                "__cryo_zvalue",
+                DataType::Binary,
+                false,
+            )));
         }
         for (i, k) in keys.iter().enumerate() {
             let source = data_schema.field(k.column);
@@ -162,7 +165,11 @@ impl Ordering {
                     .data_type()
                     .clone(),
             };
-            fields.push(Arc::new(Field::new(format!("__cryo_key_{i}"), data_type, true)));
+            fields.push(Arc::new(Field::new(
+                format!("__cryo_key_{i}"),
+                data_type,
+                true,
+            )));
         }
         Ok(Some(Self {
             keys,
@@ -335,17 +342,20 @@ mod engine {
                 source,
             )))),
         };
-        let exprs = ordering.sort_columns().into_iter().map(|(i, descending, nulls_first)| {
-            PhysicalSortExpr::new(
-                Arc::new(Column::new(keyed.field(i).name(), i)),
-                SortOptions {
-                    descending,
-                    nulls_first,
-                },
-            )
-        });
-        let lex = LexOrdering::new(exprs)
-            .ok_or_else(|| Error::Internal("sort without keys".into()))?;
+        let exprs = ordering
+            .sort_columns()
+            .into_iter()
+            .map(|(i, descending, nulls_first)| {
+                PhysicalSortExpr::new(
+                    Arc::new(Column::new(keyed.field(i).name(), i)),
+                    SortOptions {
+                        descending,
+                        nulls_first,
+                    },
+                )
+            });
+        let lex =
+            LexOrdering::new(exprs).ok_or_else(|| Error::Internal("sort without keys".into()))?;
         let scan = StreamingTableExec::try_new(
             Arc::clone(&keyed),
             vec![Arc::new(part)],

@@ -11,12 +11,12 @@ use iceberg::spec::{
     DataContentType, DataFile, DataFileBuilder, DataFileFormat, PartitionKey, PartitionSpecRef,
     SchemaRef, Struct,
 };
+use iceberg::writer::CurrentFileStatus;
+use iceberg::writer::file_writer::ParquetWriterBuilder;
 use iceberg::writer::file_writer::location_generator::{
     DefaultFileNameGenerator, DefaultLocationGenerator,
 };
 use iceberg::writer::file_writer::rolling_writer::{RollingFileWriter, RollingFileWriterBuilder};
-use iceberg::writer::file_writer::ParquetWriterBuilder;
-use iceberg::writer::CurrentFileStatus;
 use parquet::basic::{Compression, GzipLevel, ZstdLevel};
 use parquet::file::properties::WriterProperties;
 
@@ -67,11 +67,9 @@ pub(crate) struct WriteSettings {
 fn parse_size(table: &LoadedTable, key: &str, default: u64) -> Result<u64> {
     match table.metadata.properties().get(key).map(|v| v.trim()) {
         None | Some("") => Ok(default),
-        Some(v) => v
-            .parse::<u64>()
-            .ok()
-            .filter(|n| *n > 0)
-            .ok_or_else(|| Error::config(format!("{}: {key}={v} is not a positive size", table.id))),
+        Some(v) => v.parse::<u64>().ok().filter(|n| *n > 0).ok_or_else(|| {
+            Error::config(format!("{}: {key}={v} is not a positive size", table.id))
+        }),
     }
 }
 
@@ -93,7 +91,11 @@ pub(crate) fn write_settings(
             "{name}: {FILE_FORMAT}={format} (Cryo writes Parquet)"
         )));
     }
-    let level = match p.get(PARQUET_LEVEL).map(|v| v.trim()).filter(|v| !v.is_empty()) {
+    let level = match p
+        .get(PARQUET_LEVEL)
+        .map(|v| v.trim())
+        .filter(|v| !v.is_empty())
+    {
         Some(v) => Some(v.parse::<i32>().map_err(|_| {
             Error::config(format!("{name}: {PARQUET_LEVEL}={v} is not an integer"))
         })?),
@@ -114,7 +116,10 @@ pub(crate) fn write_settings(
             let l = level.map_or(Ok(GzipLevel::default()), |l| {
                 GzipLevel::try_new(u32::try_from(l).unwrap_or(u32::MAX)).map_err(bad_level)
             })?;
-            (Compression::GZIP(l), format!("gzip({})", l.compression_level()))
+            (
+                Compression::GZIP(l),
+                format!("gzip({})", l.compression_level()),
+            )
         }
         "snappy" => (Compression::SNAPPY, "snappy".to_string()),
         // Java's `lz4` is Hadoop-framed LZ4, deprecated in Parquet; LZ4_RAW is what current
@@ -130,7 +135,9 @@ pub(crate) fn write_settings(
     let row_group_bytes = parse_size(table, ROW_GROUP_BYTES, DEFAULT_ROW_GROUP_BYTES)?
         .min((writer_budget / 2).max(1 << 20));
     let page_bytes = parse_size(table, PAGE_BYTES, DEFAULT_PAGE_BYTES)?;
-    let default_mode = p.get(METRICS_DEFAULT).map_or(MetricsMode::Bounds, |m| metrics_mode(m));
+    let default_mode = p
+        .get(METRICS_DEFAULT)
+        .map_or(MetricsMode::Bounds, |m| metrics_mode(m));
     let schema = table.metadata.current_schema();
     let mut metrics = HashMap::new();
     for f in schema.as_struct().fields() {
@@ -175,7 +182,8 @@ pub(crate) fn write_settings(
     })
 }
 
-type Rolling = RollingFileWriter<ParquetWriterBuilder, DefaultLocationGenerator, DefaultFileNameGenerator>;
+type Rolling =
+    RollingFileWriter<ParquetWriterBuilder, DefaultLocationGenerator, DefaultFileNameGenerator>;
 
 struct OpenWriter {
     key: Option<PartitionKey>,
@@ -253,8 +261,7 @@ impl GroupWriter {
         if batch.num_rows() == 0 {
             return Ok(());
         }
-        let parts: Vec<(Option<PartitionKey>, RecordBatch)> = match (&self.splitter, &self.single)
-        {
+        let parts: Vec<(Option<PartitionKey>, RecordBatch)> = match (&self.splitter, &self.single) {
             (None, _) => vec![(None, batch)],
             (Some(_), Some(key)) => vec![(Some(key.clone()), batch)],
             (Some(s), None) => {
@@ -308,7 +315,12 @@ impl GroupWriter {
         let locations = DefaultLocationGenerator::new(md)
             .map_err(|e| Error::Internal(format!("{}: data location: {e}", self.table.id)))?;
         let names = DefaultFileNameGenerator::new(
-            format!("{}-{}-{}", self.prefix, self.next_writer, uuid::Uuid::new_v4()),
+            format!(
+                "{}-{}-{}",
+                self.prefix,
+                self.next_writer,
+                uuid::Uuid::new_v4()
+            ),
             None,
             DataFileFormat::Parquet,
         );
@@ -322,7 +334,9 @@ impl GroupWriter {
         )
         .build();
         Ok(OpenWriter {
-            data: key.as_ref().map_or_else(Struct::empty, |k| k.data().clone()),
+            data: key
+                .as_ref()
+                .map_or_else(Struct::empty, |k| k.data().clone()),
             key,
             writer,
             wrote: false,
@@ -376,7 +390,12 @@ impl GroupWriter {
                 .copied()
                 .unwrap_or(MetricsMode::Bounds)
         };
-        if self.settings.metrics.values().all(|m| *m == MetricsMode::Bounds) {
+        if self
+            .settings
+            .metrics
+            .values()
+            .all(|m| *m == MetricsMode::Bounds)
+        {
             return Ok(built);
         }
         let counts = |m: &HashMap<i32, u64>| {

@@ -23,7 +23,11 @@ fn signed(v: i64) -> u64 {
 
 fn float(v: f64) -> u64 {
     let bits = v.to_bits();
-    if bits >> 63 == 1 { !bits } else { bits | (1 << 63) }
+    if bits >> 63 == 1 {
+        !bits
+    } else {
+        bits | (1 << 63)
+    }
 }
 
 fn bytes_prefix(b: &[u8]) -> u64 {
@@ -31,6 +35,19 @@ fn bytes_prefix(b: &[u8]) -> u64 {
     let n = b.len().min(8);
     buf[..n].copy_from_slice(&b[..n]);
     u64::from_be_bytes(buf)
+}
+
+/// The first 8 bytes of every non-null value of a string or binary column, big-endian.
+fn bytes_bits<'a>(a: &'a ArrayRef, value: impl Fn(usize) -> &'a [u8]) -> Vec<u64> {
+    (0..a.len())
+        .map(|i| {
+            if a.is_null(i) {
+                0
+            } else {
+                bytes_prefix(value(i))
+            }
+        })
+        .collect()
 }
 
 /// Order-preserving 64-bit image of every row of a column (nulls sort first, as 0).
@@ -60,7 +77,9 @@ fn column_bits(a: &ArrayRef) -> Result<Vec<u64>> {
         DataType::Int64 => prim!(Int64Type, signed),
         DataType::Date32 => prim!(Date32Type, |v: i32| signed(i64::from(v))),
         DataType::Date64 => prim!(Date64Type, signed),
-        DataType::Time32(TimeUnit::Second) => prim!(Time32SecondType, |v: i32| signed(i64::from(v))),
+        DataType::Time32(TimeUnit::Second) => {
+            prim!(Time32SecondType, |v: i32| signed(i64::from(v)))
+        }
         DataType::Time32(_) => prim!(Time32MillisecondType, |v: i32| signed(i64::from(v))),
         DataType::Time64(TimeUnit::Microsecond) => prim!(Time64MicrosecondType, signed),
         DataType::Time64(_) => prim!(Time64NanosecondType, signed),
@@ -74,40 +93,13 @@ fn column_bits(a: &ArrayRef) -> Result<Vec<u64>> {
         DataType::Decimal128(_, _) => prim!(Decimal128Type, |v: i128| signed(
             i64::try_from(v).unwrap_or(if v < 0 { i64::MIN } else { i64::MAX })
         )),
-        DataType::Utf8 => {
-            let arr = a.as_string::<i32>();
-            (0..arr.len())
-                .map(|i| if arr.is_null(i) { 0 } else { bytes_prefix(arr.value(i).as_bytes()) })
-                .collect()
-        }
-        DataType::LargeUtf8 => {
-            let arr = a.as_string::<i64>();
-            (0..arr.len())
-                .map(|i| if arr.is_null(i) { 0 } else { bytes_prefix(arr.value(i).as_bytes()) })
-                .collect()
-        }
-        DataType::Binary => {
-            let arr = a.as_binary::<i32>();
-            (0..arr.len())
-                .map(|i| if arr.is_null(i) { 0 } else { bytes_prefix(arr.value(i)) })
-                .collect()
-        }
-        DataType::LargeBinary => {
-            let arr = a.as_binary::<i64>();
-            (0..arr.len())
-                .map(|i| if arr.is_null(i) { 0 } else { bytes_prefix(arr.value(i)) })
-                .collect()
-        }
-        DataType::FixedSizeBinary(_) => {
-            let arr = a.as_fixed_size_binary();
-            (0..arr.len())
-                .map(|i| if arr.is_null(i) { 0 } else { bytes_prefix(arr.value(i)) })
-                .collect()
-        }
+        DataType::Utf8 => bytes_bits(a, |i| a.as_string::<i32>().value(i).as_bytes()),
+        DataType::LargeUtf8 => bytes_bits(a, |i| a.as_string::<i64>().value(i).as_bytes()),
+        DataType::Binary => bytes_bits(a, |i| a.as_binary::<i32>().value(i)),
+        DataType::LargeBinary => bytes_bits(a, |i| a.as_binary::<i64>().value(i)),
+        DataType::FixedSizeBinary(_) => bytes_bits(a, |i| a.as_fixed_size_binary().value(i)),
         other => {
-            return Err(Error::unsupported(format!(
-                "z-order on a {other} column"
-            )));
+            return Err(Error::unsupported(format!("z-order on a {other} column")));
         }
     };
     Ok(out)
@@ -122,7 +114,10 @@ pub(crate) fn zvalues(columns: &[ArrayRef]) -> Result<BinaryArray> {
         )));
     }
     let rows = columns[0].len();
-    let images = columns.iter().map(column_bits).collect::<Result<Vec<_>>>()?;
+    let images = columns
+        .iter()
+        .map(column_bits)
+        .collect::<Result<Vec<_>>>()?;
     let width = 8 * k;
     let mut values = vec![0u8; rows * width];
     for r in 0..rows {

@@ -89,9 +89,11 @@ async fn upstream_rows(table: &LoadedTable, paths: &HashSet<String>) -> Vec<Reco
 }
 
 async fn read_tasks(table: &LoadedTable, tasks: Vec<FileScanTask>) -> Vec<RecordBatch> {
-    let reader =
-        ArrowReaderBuilder::new(table.file_io.clone(), iceberg::Runtime::try_current().unwrap())
-            .build();
+    let reader = ArrowReaderBuilder::new(
+        table.file_io.clone(),
+        iceberg::Runtime::try_current().unwrap(),
+    )
+    .build();
     let stream: FileScanTaskStream = Box::pin(futures::stream::iter(tasks.into_iter().map(Ok)));
     reader
         .read(stream)
@@ -147,7 +149,10 @@ async fn rewrite_and_check(
         }
         cleanup_group(table, &rewritten).await.unwrap();
         for p in &rewritten.written_paths {
-            assert!(table.storage.head(p).await.unwrap().is_none(), "{p} deleted");
+            assert!(
+                table.storage.head(p).await.unwrap().is_none(),
+                "{p} deleted"
+            );
         }
         out.push(rewritten);
     }
@@ -194,21 +199,39 @@ async fn pyiceberg_spec_and_schema_evolution() {
         ..CompactOptions::default()
     };
     let plan = plan_compaction(&table, &options).await.unwrap();
-    assert_eq!(plan.data_files() as u64, entry["data_files"].as_u64().unwrap());
-    assert!(plan.groups.iter().any(|g| g.reasons.contains(&"old_spec".to_string())));
+    assert_eq!(
+        plan.data_files() as u64,
+        entry["data_files"].as_u64().unwrap()
+    );
+    assert!(
+        plan.groups
+            .iter()
+            .any(|g| g.reasons.contains(&"old_spec".to_string()))
+    );
     // Serde round trip: a dry run is this value.
     let json = serde_json::to_string(&plan).unwrap();
     let back: CompactionPlan = serde_json::from_str(&json).unwrap();
     assert_eq!(back, plan);
     let groups = rewrite_and_check(&table, &plan, &options).await;
     let written: u64 = groups.iter().map(|g| g.rows_written).sum();
-    assert_eq!(written, entry["row_count"].as_u64().unwrap(), "every live row once");
+    assert_eq!(
+        written,
+        entry["row_count"].as_u64().unwrap(),
+        "every live row once"
+    );
     // Old-spec rows were re-partitioned into the current spec (user_bucket added).
-    assert!(groups.iter().all(|g| g.codec == "zstd(3)" && g.codec_defaulted));
+    assert!(
+        groups
+            .iter()
+            .all(|g| g.codec == "zstd(3)" && g.codec_defaulted)
+    );
     // Nothing written outside the temporary data path.
     for g in &groups {
         for p in &g.written_paths {
-            assert!(p.starts_with(&format!("file://{}", dir.path().display())), "{p}");
+            assert!(
+                p.starts_with(&format!("file://{}", dir.path().display())),
+                "{p}"
+            );
         }
     }
 }
@@ -228,7 +251,10 @@ async fn spark_position_deletes() {
     let groups = rewrite_and_check(&table, &plan, &options).await;
     let deleted: u64 = groups.iter().map(|g| g.rows_deleted.position).sum();
     assert!(deleted > 0, "merge-on-read deletes were applied");
-    assert_eq!(groups.iter().map(|g| g.rows_deleted.equality).sum::<u64>(), 0);
+    assert_eq!(
+        groups.iter().map(|g| g.rows_deleted.equality).sum::<u64>(),
+        0
+    );
     let written: u64 = groups.iter().map(|g| g.rows_written).sum();
     assert_eq!(written, entry["row_count"].as_u64().unwrap());
     // Every data file is rewritten, so every position delete file goes with its group.
@@ -269,7 +295,11 @@ async fn spark_equality_deletes_respect_sequence_numbers() {
     assert_eq!(g.rows_written, entry["row_count"].as_u64().unwrap());
     let mut removed = g.removed_delete_files.clone();
     removed.sort();
-    assert_eq!(removed.len(), 2, "both delete files apply to nothing afterwards");
+    assert_eq!(
+        removed.len(),
+        2,
+        "both delete files apply to nothing afterwards"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -363,7 +393,13 @@ async fn partition_filter_from_a_plan_chunk_and_thresholds() {
         }])),
         ..CompactOptions::default()
     };
-    assert!(plan_compaction(&table, &none).await.unwrap().groups.is_empty());
+    assert!(
+        plan_compaction(&table, &none)
+            .await
+            .unwrap()
+            .groups
+            .is_empty()
+    );
     // Files already at the target are left alone; a tiny target makes every file "large".
     let huge_min = CompactOptions {
         min_input_files: 1000,
@@ -371,7 +407,9 @@ async fn partition_filter_from_a_plan_chunk_and_thresholds() {
     };
     let plan = plan_compaction(&table, &huge_min).await.unwrap();
     assert!(
-        plan.groups.iter().all(|g| g.reasons.contains(&"old_spec".to_string())),
+        plan.groups
+            .iter()
+            .all(|g| g.reasons.contains(&"old_spec".to_string())),
         "only old-spec files are forced in when min_input_files is out of reach"
     );
     assert!(!plan.skipped.is_empty());
@@ -410,7 +448,12 @@ async fn demo_lake_compacts_and_reads_back() {
     let lake = create_demo_lake(dir.path(), &DemoOptions::default())
         .await
         .unwrap();
-    for name in ["lake.orders", "lake.customers", "lake.metrics_v1", "lake.clickstream"] {
+    for name in [
+        "lake.orders",
+        "lake.customers",
+        "lake.metrics_v1",
+        "lake.clickstream",
+    ] {
         let id = TableId::parse(name).unwrap();
         let table = lake.catalog.load_table(&id).await.unwrap();
         let all: HashSet<String> = cryo_core::commit::live_files(&table)
@@ -508,7 +551,10 @@ async fn big_table(dir: &Path, rows: i64) -> LoadedTable {
         .properties
         .insert("init_catalog_tables".into(), "true".into());
     let catalog = Catalog::connect(config).await.unwrap();
-    catalog.create_namespace(&Namespace::new(["db"])).await.unwrap();
+    catalog
+        .create_namespace(&Namespace::new(["db"]))
+        .await
+        .unwrap();
     let schema = Schema::builder()
         .with_fields(vec![
             NestedField::required(1, "id", Type::Primitive(PrimitiveType::Long)).into(),
@@ -535,7 +581,10 @@ async fn big_table(dir: &Path, rows: i64) -> LoadedTable {
             .iter()
             .map(|i| (i.wrapping_mul(2_654_435_761) >> 7) % 1_000_003)
             .collect();
-        let payload: Vec<String> = ids.iter().map(|i| format!("payload-{i:012}-{}", i % 97)).collect();
+        let payload: Vec<String> = ids
+            .iter()
+            .map(|i| format!("payload-{i:012}-{}", i % 97))
+            .collect();
         let batch = RecordBatch::try_new(
             Arc::clone(&arrow),
             vec![
@@ -569,7 +618,11 @@ async fn binpack_group_larger_than_the_memory_budget() {
     assert_eq!(plan.groups.len(), 1);
     let groups = rewrite_and_check(&table, &plan, &options).await;
     assert_eq!(groups[0].rows_written, 1_200_000);
-    assert_eq!(groups[0].row_group_bytes, 4 << 20, "row group capped by the budget");
+    assert_eq!(
+        groups[0].row_group_bytes,
+        4 << 20,
+        "row group capped by the budget"
+    );
 }
 
 #[cfg(not(feature = "datafusion"))]
@@ -633,11 +686,22 @@ mod ordered {
         for f in &g.new_files {
             let rows = file_rows(&table, std::slice::from_ref(f)).await;
             let keys = column_i64(&rows, "key");
-            assert!(keys.windows(2).all(|w| w[0] >= w[1]), "{} sorted", f.file_path());
+            assert!(
+                keys.windows(2).all(|w| w[0] >= w[1]),
+                "{} sorted",
+                f.file_path()
+            );
             all.extend(rows);
         }
-        let paths: HashSet<String> = plan.groups[0].data_files.iter().map(|f| f.path.clone()).collect();
-        assert_eq!(fingerprint(&upstream_rows(&table, &paths).await), fingerprint(&all));
+        let paths: HashSet<String> = plan.groups[0]
+            .data_files
+            .iter()
+            .map(|f| f.path.clone())
+            .collect();
+        assert_eq!(
+            fingerprint(&upstream_rows(&table, &paths).await),
+            fingerprint(&all)
+        );
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -59,7 +59,9 @@ fn batch(first: i64, rows: i64) -> RecordBatch {
                     .collect::<Vec<_>>(),
             )),
             Arc::new(Int64Array::from(
-                ids.iter().map(|&i| (mix(i) % 100_000) as i64).collect::<Vec<_>>(),
+                ids.iter()
+                    .map(|&i| (mix(i) % 100_000) as i64)
+                    .collect::<Vec<_>>(),
             )),
             Arc::new(Float64Array::from(
                 ids.iter()
@@ -73,7 +75,14 @@ fn batch(first: i64, rows: i64) -> RecordBatch {
             )),
             Arc::new(StringArray::from(
                 ids.iter()
-                    .map(|&i| format!("{:016x}-{:08x}-{}", mix(i + 11), mix(i + 13) as u32, i % 1000))
+                    .map(|&i| {
+                        format!(
+                            "{:016x}-{:08x}-{}",
+                            mix(i + 11),
+                            mix(i + 13) as u32,
+                            i % 1000
+                        )
+                    })
                     .collect::<Vec<_>>(),
             )),
         ],
@@ -90,7 +99,10 @@ async fn generate(dir: &std::path::Path, target_mb: u64, deletes: bool) -> (Cata
         .properties
         .insert("init_catalog_tables".into(), "true".into());
     let catalog = Catalog::connect(config).await.unwrap();
-    catalog.create_namespace(&Namespace::new(["db"])).await.unwrap();
+    catalog
+        .create_namespace(&Namespace::new(["db"]))
+        .await
+        .unwrap();
     let schema = Schema::builder()
         .with_fields(vec![
             NestedField::required(1, "id", Type::Primitive(PrimitiveType::Long)).into(),
@@ -112,7 +124,10 @@ async fn generate(dir: &std::path::Path, target_mb: u64, deletes: bool) -> (Cata
             &id,
             NewTable::new(schema)
                 .with_partition_spec(spec)
-                .with_properties([("write.parquet.compression-codec".to_string(), "zstd".to_string())]),
+                .with_properties([(
+                    "write.parquet.compression-codec".to_string(),
+                    "zstd".to_string(),
+                )]),
         )
         .await
         .unwrap();
@@ -207,7 +222,7 @@ async fn compact_bench() {
     let mut bytes_out = 0u64;
     let mut files_out = 0usize;
     let mut rows = 0u64;
-    let mut deleted = 0u64;
+    let mut rows_deleted = 0u64;
     for r in results {
         let r = r.unwrap();
         r.check_rows().unwrap();
@@ -215,7 +230,7 @@ async fn compact_bench() {
         bytes_out += r.bytes_written;
         files_out += r.new_files.len();
         rows += r.rows_written;
-        deleted += r.rows_deleted.total();
+        rows_deleted += r.rows_deleted.total();
         cleanup_group(&table, &r).await.unwrap();
     }
     eprintln!(
@@ -228,7 +243,7 @@ async fn compact_bench() {
         files_out,
         bytes_out as f64 / 1e6,
         rows,
-        deleted,
+        rows_deleted,
         planned.as_secs_f64(),
         secs,
         bytes_in as f64 / 1e6 / secs,
