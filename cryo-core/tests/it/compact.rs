@@ -802,3 +802,71 @@ fn options_from_a_plan_step() {
     other.index = 9;
     assert!(CompactOptions::from_step(&step, &other).is_err());
 }
+
+/// Demo-lake tables compacted by Cryo and committed (with the existing snapshot producer, as an
+/// `overwrite`), left in `target/cryo-compacted` with their metadata before and after, for
+/// `tests/py/test_compact_peers.py` to read back with PyIceberg and DuckDB.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn compacted_tables_for_peers() {
+    use cryo_core::commit::SnapshotProducer;
+    use cryo_core::demo::{DemoOptions, create_demo_lake};
+    let dir = crate::common::repo_root().join("target/cryo-compacted");
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let dir = std::fs::canonicalize(&dir).unwrap();
+    let lake = create_demo_lake(&dir.join("lake"), &DemoOptions::default())
+        .await
+        .unwrap();
+    let mut tables = Vec::new();
+    for name in [
+        "lake.orders",
+        "lake.customers",
+        "lake.metrics_v1",
+        "lake.clickstream",
+    ] {
+        let id = TableId::parse(name).unwrap();
+        let before = lake.catalog.load_table(&id).await.unwrap();
+        let options = CompactOptions {
+            min_input_files: 1,
+            ..CompactOptions::default()
+        };
+        let plan = plan_compaction(&before, &options).await.unwrap();
+        let mut current = before.clone();
+        let (mut read, mut deleted, mut written) = (0, 0, 0);
+        for group in &plan.groups {
+            let g = rewrite_group(&before, &plan, group, &options)
+                .await
+                .unwrap();
+            g.check_rows().unwrap();
+            read += g.rows_read;
+            deleted += g.rows_deleted.total();
+            written += g.rows_written;
+            current = SnapshotProducer::new(&current)
+                .delete_data_files(g.removed_data_files.clone())
+                .add_data_files(g.new_files.clone())
+                .commit(lake.catalog.committer().unwrap().as_ref())
+                .await
+                .unwrap()
+                .table;
+        }
+        tables.push(serde_json::json!({
+            "identifier": name,
+            "before_metadata": before.metadata_location,
+            "before_snapshot_id": before.metadata.current_snapshot_id(),
+            "after_metadata": current.metadata_location,
+            "after_snapshot_id": current.metadata.current_snapshot_id(),
+            "groups": plan.groups.len(),
+            "data_files_before": plan.data_files(),
+            "rows_read": read,
+            "rows_deleted": deleted,
+            "rows_written": written,
+        }));
+    }
+    let catalog = serde_json::to_value(&lake.manifest.catalog).unwrap();
+    std::fs::write(
+        dir.join("compacted.json"),
+        serde_json::to_string_pretty(&serde_json::json!({"catalog": catalog, "tables": tables}))
+            .unwrap(),
+    )
+    .unwrap();
+}
