@@ -141,7 +141,43 @@ pub struct SkippedPartition {
     pub reason: String,
 }
 
+/// What a plan would rewrite, in sum (the figures a dry run reports).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PlanTotals {
+    /// File groups.
+    pub groups: usize,
+    /// Data files rewritten.
+    pub data_files: usize,
+    /// Their bytes.
+    pub input_bytes: u64,
+    /// Their rows, before deletes.
+    pub input_records: u64,
+    /// Distinct delete files read.
+    pub delete_files: usize,
+    /// Delete files removed if every group commits.
+    pub removable_delete_files: usize,
+    /// Output files expected at the target size.
+    pub expected_output_files: u64,
+}
+
 impl CompactionPlan {
+    /// Sums over all groups.
+    pub fn totals(&self) -> PlanTotals {
+        let mut deletes = std::collections::BTreeSet::new();
+        for g in &self.groups {
+            deletes.extend(g.delete_files.iter().map(|d| d.path.as_str()));
+        }
+        PlanTotals {
+            groups: self.groups.len(),
+            data_files: self.data_files(),
+            input_bytes: self.input_bytes(),
+            input_records: self.groups.iter().map(|g| g.input_records).sum(),
+            delete_files: deletes.len(),
+            removable_delete_files: self.removable_delete_files(),
+            expected_output_files: self.groups.iter().map(|g| g.expected_output_files).sum(),
+        }
+    }
+
     /// Data files in all groups.
     pub fn data_files(&self) -> usize {
         self.groups.iter().map(|g| g.data_files.len()).sum()
@@ -321,22 +357,22 @@ pub async fn plan_compaction(
                 continue;
             }
             let id = plan.groups.len() as u32;
-            let extra = if id == 0 {
+            let mut own_dangling = Vec::new();
+            if id == 0 {
                 // Global equality deletes that apply to nothing go with the first group.
-                dangling
-                    .iter()
-                    .filter(|(k, _)| {
+                let global: Vec<PartitionRef> = dangling
+                    .keys()
+                    .filter(|k| {
                         md.partition_spec_by_id(k.spec_id)
                             .is_some_and(|s| s.is_unpartitioned())
-                            && k.spec_id != key.spec_id
                     })
-                    .flat_map(|(_, v)| v.clone())
-                    .collect()
-            } else {
-                Vec::new()
-            };
-            let mut own_dangling = dangling.remove(&key).unwrap_or_default();
-            own_dangling.extend(extra);
+                    .cloned()
+                    .collect();
+                for k in global {
+                    own_dangling.extend(dangling.remove(&k).unwrap_or_default());
+                }
+            }
+            own_dangling.extend(dangling.remove(&key).unwrap_or_default());
             plan.groups.push(build_group(
                 id,
                 key.clone(),

@@ -259,6 +259,15 @@ async fn spark_position_deletes() {
     assert_eq!(written, entry["row_count"].as_u64().unwrap());
     // Every data file is rewritten, so every position delete file goes with its group.
     let removable: usize = plan.removable_delete_files();
+    let totals = plan.totals();
+    assert_eq!(
+        totals.data_files as u64,
+        entry["data_files"].as_u64().unwrap()
+    );
+    assert_eq!(
+        totals.delete_files as u64,
+        entry["position_delete_files"].as_u64().unwrap()
+    );
     assert_eq!(
         removable as u64,
         entry["position_delete_files"].as_u64().unwrap()
