@@ -229,7 +229,7 @@ impl Ordering {
 }
 
 #[cfg(feature = "datafusion")]
-pub(crate) use engine::{SortStats, sort_stream};
+pub(crate) use engine::sort_stream;
 
 #[cfg(feature = "datafusion")]
 mod engine {
@@ -274,7 +274,7 @@ mod engine {
         }
     }
 
-    /// One input stream, handed to DataFusion once.
+    /// One input stream, handed to `DataFusion` once.
     struct OneShot {
         schema: ArrowSchemaRef,
         stream: Mutex<Option<SendableRecordBatchStream>>,

@@ -814,7 +814,7 @@ fn options_from_a_plan_step() {
 
 /// Demo-lake tables compacted by Cryo and committed (with the existing snapshot producer, as an
 /// `overwrite`), left in `target/cryo-compacted` with their metadata before and after, for
-/// `tests/py/test_compact_peers.py` to read back with PyIceberg and DuckDB.
+/// `tests/py/test_compact_peers.py` to read back with `PyIceberg` and `DuckDB`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn compacted_tables_for_peers() {
     use cryo_core::commit::SnapshotProducer;
