@@ -20,6 +20,30 @@
 //!        └──▶ cleanup_group: delete the written files of a group that does not commit
 //! ```
 //!
+//! ```
+//! # tokio::runtime::Runtime::new().unwrap().block_on(async {
+//! use cryo_core::TableId;
+//! use cryo_core::compact::{CompactOptions, cleanup_group, plan_compaction, rewrite_group};
+//! use cryo_core::demo::{DemoOptions, create_demo_lake};
+//!
+//! let dir = tempfile::tempdir()?;
+//! let lake = create_demo_lake(dir.path(), &DemoOptions::default()).await?;
+//! let table = lake.catalog.load_table(&TableId::parse("lake.orders")?).await?;
+//!
+//! let options = CompactOptions { min_input_files: 2, ..CompactOptions::default() };
+//! let plan = plan_compaction(&table, &options).await?; // the dry run: groups, files, bytes
+//! assert!(plan.totals().data_files > 0);
+//!
+//! let group = &plan.groups[0];
+//! let rewritten = rewrite_group(&table, &plan, group, &options).await?;
+//! rewritten.check_rows()?; // rows read − rows deleted == rows written
+//! assert!(rewritten.rows_deleted.position > 0);
+//! // Not committing it: delete what was written.
+//! cleanup_group(&table, &rewritten).await?;
+//! # Ok::<_, Box<dyn std::error::Error>>(())
+//! # }).unwrap();
+//! ```
+//!
 //! # Planning
 //!
 //! [`plan_compaction`] reads the manifests of the current snapshot S0 and groups live data
