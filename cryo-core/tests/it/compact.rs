@@ -879,3 +879,67 @@ async fn compacted_tables_for_peers() {
     )
     .unwrap();
 }
+
+/// The planner's `rewrite_data_files` chunks name partitions exactly as `plan_compaction`
+/// groups them: each chunk selects its own groups, and the chunks together cover the plan.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn planner_chunks_select_compaction_groups() {
+    use cryo_core::grade::{GradeOptions, grade};
+    use cryo_core::ops::Operation;
+    use cryo_core::plan::{PlanOptions, TableControl, plan_table};
+    use cryo_core::scan::{ScanOptions, scan_loaded};
+    let mut checked = 0;
+    for name in ["fixtures.pyiceberg.events", "fixtures.spark.orders_mor"] {
+        let Some((table, _)) = fixture_table(name).await else {
+            return;
+        };
+        let now = 1_900_000_000_000;
+        let scan = scan_loaded(&table, "fixtures", &ScanOptions::default(), now)
+            .await
+            .unwrap();
+        let report = grade(&scan, &GradeOptions::default(), now).unwrap();
+        let plan = plan_table(
+            &scan,
+            &report,
+            &PlanOptions::default(),
+            &TableControl::default(),
+            now,
+        )
+        .unwrap();
+        let Some(step) = plan
+            .steps
+            .iter()
+            .find(|s| s.operation == Operation::RewriteDataFiles)
+        else {
+            continue;
+        };
+        for chunk in &step.chunks {
+            checked += 1;
+            let options = CompactOptions::from_step(step, chunk).unwrap();
+            let compaction = plan_compaction(&table, &options).await.unwrap();
+            if let Some(parts) = &options.partitions {
+                assert!(
+                    compaction
+                        .groups
+                        .iter()
+                        .all(|g| parts.contains(&g.partition)),
+                    "{name}: chunk {}",
+                    chunk.index
+                );
+                let found: BTreeSet<&PartitionRef> =
+                    compaction.groups.iter().map(|g| &g.partition).collect();
+                let skipped: BTreeSet<&PartitionRef> =
+                    compaction.skipped.iter().map(|s| &s.partition).collect();
+                for p in parts {
+                    assert!(
+                        found.contains(p) || skipped.contains(p),
+                        "{name}: chunk partition {p:?} is neither planned nor skipped"
+                    );
+                }
+            }
+        }
+    }
+    if fixtures().is_some() {
+        assert!(checked > 0, "the planner asked for rewrite_data_files");
+    }
+}
