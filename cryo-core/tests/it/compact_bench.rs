@@ -19,7 +19,7 @@
 //! |---|---|---|
 //! | Cryo (no deletes) | 107–110 | median of 3 + 1; peak RSS during the rewrite 173 MB |
 //! | Cryo (5% rows deleted by position deletes) | 103–104 | deletes applied |
-//! | DuckDB 1.5 `COPY` per partition | 96–101 | raw rewrite, no deletes, no commit |
+//! | `DuckDB` 1.5 `COPY` per partition | 96–101 | raw rewrite, no deletes, no commit |
 //! | pyarrow per partition | 77–78 | raw rewrite, no deletes, no commit |
 //! | Spark 3.5 + Iceberg 1.10 `rewrite_data_files` | 15 | 5% deletes variant, JVM start excluded |
 //!
