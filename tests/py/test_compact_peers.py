@@ -4,7 +4,7 @@ Run with the peers venv:  $PEERS_PYTHON -m pytest tests/py/test_compact_peers.py
 
 The Rust test ``compact::compacted_tables_for_peers`` compacts demo-lake tables (position
 deletes, equality deletes, format v1, many small files) into ``target/cryo-compacted`` and
-commits them; this test runs it when its output is missing. For every table, the rows of the
+commits each group as a ``replace`` snapshot (applied delete files removed); this test runs it when its output is missing. For every table, the rows of the
 snapshot before compaction and of the one after must have the same order-independent fingerprint
 (``cryo_peers.fingerprint``), read by each peer. PyIceberg 0.12 refuses equality deletes: for the
 table that has them, the "before" side is read by DuckDB only.
@@ -68,6 +68,8 @@ def test_duckdb_reads_the_same_rows(compacted, ident):
 @pytest.mark.parametrize("ident", ["lake.orders", "lake.customers", "lake.metrics_v1", "lake.clickstream"])
 def test_pyiceberg_reads_the_same_rows(compacted, ident):
     t = _entry(compacted, ident)
+    snapshot = _catalog(compacted).load_table(ident).current_snapshot()
+    assert snapshot.summary.operation.value == "replace"
     table = _catalog(compacted).load_table(ident)
     after = cryo_peers.fingerprint(table.scan(snapshot_id=t["after_snapshot_id"]).to_arrow())
     try:
@@ -75,6 +77,8 @@ def test_pyiceberg_reads_the_same_rows(compacted, ident):
     except ValueError as e:  # PyIceberg 0.12 cannot apply equality deletes
         assert "equality deletes" in str(e)
         before_rows = cryo_peers.read_duckdb(t["before_metadata"])
+    # Every group commits and takes its applied delete files along: none are left.
+    assert t["delete_files_after"] == 0
     assert after == cryo_peers.fingerprint(before_rows)
     files = table.inspect.files()
     data = [c for c in files.column("content").to_pylist() if c == 0]

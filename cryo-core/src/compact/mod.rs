@@ -59,7 +59,8 @@
 //! `file_path` bounds, when recorded); deletion vectors to their referenced data file, in place
 //! of its position delete files. A delete file is removable with a group when every live data
 //! file it could apply to is in the group; delete files that apply to nothing at all are
-//! removed with the first group of their partition.
+//! removed with the first group of their partition (or the plan's first group, when their
+//! partition has no group and the run covers it).
 //!
 //! # Rewriting and memory
 //!

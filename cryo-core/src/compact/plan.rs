@@ -386,6 +386,24 @@ pub async fn plan_compaction(
             ));
         }
     }
+    // Dangling delete files of partitions without a group (their data is gone: a metadata-only
+    // delete removed it) go with the first group, when the run covers their partition.
+    if let Some(first) = plan.groups.first_mut() {
+        let mut extra: Vec<String> = dangling
+            .iter()
+            .filter(|(k, _)| options.partitions.as_ref().is_none_or(|f| f.contains(*k)))
+            .flat_map(|(_, v)| {
+                v.iter()
+                    .map(|&d| deletes[d].entry.file.file_path().to_string())
+            })
+            .collect();
+        if !extra.is_empty() {
+            extra.extend(first.removable_delete_files.drain(..));
+            extra.sort();
+            extra.dedup();
+            first.removable_delete_files = extra;
+        }
+    }
     Ok(plan)
 }
 

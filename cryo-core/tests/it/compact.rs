@@ -447,8 +447,8 @@ async fn partition_filter_from_a_plan_chunk_and_thresholds() {
     assert!(matches!(err, Error::Validation { .. }), "{err}");
 }
 
-/// The demo lake lives in a temp dir: compact, commit with the existing snapshot producer,
-/// read the whole table back with upstream's reader.
+/// The demo lake lives in a temp dir: compact, commit `replace` snapshots with the commit
+/// layer, read the whole table back with upstream's reader.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn demo_lake_compacts_and_reads_back() {
     use cryo_core::commit::SnapshotProducer;
@@ -482,9 +482,11 @@ async fn demo_lake_compacts_and_reads_back() {
         let mut current = table.clone();
         for group in &plan.groups {
             let g = rewrite_group(&table, &plan, group, &options).await.unwrap();
-            current = SnapshotProducer::new(&current)
+            current = SnapshotProducer::replace(&current)
                 .delete_data_files(g.removed_data_files.clone())
+                .remove_delete_files(g.removed_delete_files.clone())
                 .add_data_files(g.new_files.clone())
+                .with_data_sequence_number(plan.base_sequence_number)
                 .commit(lake.catalog.committer().unwrap().as_ref())
                 .await
                 .unwrap()
@@ -812,8 +814,8 @@ fn options_from_a_plan_step() {
     assert!(CompactOptions::from_step(&step, &other).is_err());
 }
 
-/// Demo-lake tables compacted by Cryo and committed (with the existing snapshot producer, as an
-/// `overwrite`), left in `target/cryo-compacted` with their metadata before and after, for
+/// Demo-lake tables compacted by Cryo and committed group by group as `replace` snapshots (new
+/// files at the base snapshot's data sequence number, applied delete files removed), left in `target/cryo-compacted` with their metadata before and after, for
 /// `tests/py/test_compact_peers.py` to read back with `PyIceberg` and `DuckDB`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn compacted_tables_for_peers() {
@@ -850,9 +852,11 @@ async fn compacted_tables_for_peers() {
             read += g.rows_read;
             deleted += g.rows_deleted.total();
             written += g.rows_written;
-            current = SnapshotProducer::new(&current)
+            current = SnapshotProducer::replace(&current)
                 .delete_data_files(g.removed_data_files.clone())
+                .remove_delete_files(g.removed_delete_files.clone())
                 .add_data_files(g.new_files.clone())
+                .with_data_sequence_number(plan.base_sequence_number)
                 .commit(lake.catalog.committer().unwrap().as_ref())
                 .await
                 .unwrap()
@@ -869,6 +873,12 @@ async fn compacted_tables_for_peers() {
             "rows_read": read,
             "rows_deleted": deleted,
             "rows_written": written,
+            "delete_files_after": cryo_core::commit::live_files(&current)
+                .await
+                .unwrap()
+                .iter()
+                .filter(|f| f.file.content_type() != iceberg::spec::DataContentType::Data)
+                .count(),
         }));
     }
     let catalog = serde_json::to_value(&lake.manifest.catalog).unwrap();
