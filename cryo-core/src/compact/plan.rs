@@ -398,7 +398,7 @@ pub async fn plan_compaction(
             })
             .collect();
         if !extra.is_empty() {
-            extra.extend(first.removable_delete_files.drain(..));
+            extra.append(&mut first.removable_delete_files);
             extra.sort();
             extra.dedup();
             first.removable_delete_files = extra;
