@@ -72,7 +72,8 @@
 //!   rows) — the input row group is the one term the table's existing files decide;
 //! - writers: half the budget; each open partition writer buffers at most one row group of
 //!   `write.parquet.row-group-size-bytes` (capped at a quarter of the budget), and when rows of
-//!   an older spec fan out into more partitions than fit, the fullest writer is closed early;
+//!   an older spec fan out into several partitions whose open files together pass the writers'
+//!   share (or more than one writer per 4 MiB of it is open), the fullest file is closed early;
 //! - deletes: the group's position deletes (8 bytes a position) and equality keys, as every
 //!   Iceberg engine holds them.
 //!

@@ -34,6 +34,8 @@ const FILE_FORMAT: &str = "write.format.default";
 const DEFAULT_ROW_GROUP_BYTES: u64 = 128 << 20;
 const DEFAULT_PAGE_BYTES: u64 = 1 << 20;
 const DEFAULT_ZSTD_LEVEL: i32 = 3;
+/// Fixed buffers of one open Parquet writer, as budgeted (column and page buffers).
+const WRITER_FLOOR_BYTES: u64 = 4 << 20;
 
 /// Java's column metrics modes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -200,8 +202,10 @@ pub(crate) struct GroupWriter {
     spec: PartitionSpecRef,
     splitter: Option<RecordBatchPartitionSplitter>,
     writers: HashMap<String, OpenWriter>,
-    /// Open writers allowed before the fullest is closed (memory bound).
+    /// Open writers allowed before the fullest is closed (each has fixed buffers).
     max_open: usize,
+    /// Bytes the open writers may hold together before the fullest is closed.
+    writer_budget: u64,
     prefix: String,
     next_writer: u32,
     sort_order_id: Option<i32>,
@@ -236,7 +240,7 @@ impl GroupWriter {
                 .map_err(|e| Error::Internal(format!("{}: partition splitter: {e}", table.id)))?,
             )
         };
-        let max_open = (writer_budget / settings.row_group_bytes.max(1)).max(1) as usize;
+        let max_open = (writer_budget / WRITER_FLOOR_BYTES).max(2) as usize;
         Ok(Self {
             table: table.clone(),
             settings,
@@ -245,6 +249,7 @@ impl GroupWriter {
             splitter,
             writers: HashMap::new(),
             max_open,
+            writer_budget,
             // Java's naming: <partition>-<task>-<operation uuid>-<file>.parquet.
             prefix: format!("{group_id:05}"),
             next_writer: 0,
@@ -307,7 +312,20 @@ impl GroupWriter {
                 self.paths.insert(current);
             }
         }
+        // Rows fanning out into many partitions: keep what the open writers hold (the bytes of
+        // their current files, an upper bound of their buffers) within the writers' share.
+        while self.writers.len() > 1 && self.open_bytes() > self.writer_budget {
+            self.close_fullest().await?;
+        }
         Ok(())
+    }
+
+    fn open_bytes(&self) -> u64 {
+        self.writers
+            .values()
+            .filter(|w| w.wrote)
+            .map(|w| w.writer.current_written_size() as u64)
+            .sum()
     }
 
     fn open(&mut self, key: Option<PartitionKey>) -> Result<OpenWriter> {
