@@ -24,7 +24,7 @@
 //! ## Feature flags
 //!
 //! - `datafusion` (off by default): sorted and z-ordered rewrites in [`compact`], through
-//!   DataFusion's spilling `SortExec` (DataFusion 53 sub-crates; several minutes of extra clean
+//!   `DataFusion`'s spilling `SortExec` (`DataFusion` 53 sub-crates; several minutes of extra clean
 //!   build). Without it, bin-pack rewrites and every plan (including dry runs of sorts) work,
 //!   and rewriting a sort or z-order group is refused as unsupported.
 

@@ -86,6 +86,7 @@ mod options;
 mod plan;
 mod read;
 mod rewrite;
+mod run;
 // Reason: orderings are executed by the DataFusion sort only; without the feature, planning
 // still parses sort columns and validates z-order widths.
 #[cfg_attr(not(feature = "datafusion"), allow(dead_code))]
@@ -100,4 +101,8 @@ pub use plan::{
     SkippedPartition, plan_compaction,
 };
 pub use rewrite::{DeletedRows, RewrittenGroup, cleanup_group, rewrite_group};
+pub use run::{
+    Compaction, CompactionOutcome, GroupOutcome, GroupStatus, RewrittenCompaction, RunOptions,
+    compact,
+};
 pub use zorder::MAX_ZORDER_COLUMNS;

@@ -1,0 +1,686 @@
+//! The compaction run: plan file groups, rewrite them with bounded parallelism, commit them in
+//! batches as `replace` snapshots, validating every retry against concurrent writers.
+//!
+//! ```text
+//! load S0 ─▶ plan_compaction ─▶ groups ──rewrite_group (N at once)──▶ RewrittenGroup
+//!                                                                         │ check rows
+//!                              batch of groups (partial progress) ◀───────┘
+//!   ┌──────────────────────────────────┐
+//!   ▼                                  │ CommitConflict: back off, reload head
+//! validate_rewrite(S0, head) ─▶ drop conflicting groups (delete their files now)
+//!   ─▶ stage replace on head (new files carry S0's sequence number) ─▶ commit ──┘
+//!   ─▶ verify the committed summary against the rows counted
+//! ```
+//!
+//! One conflict loses one group, never the run; a group that does not commit deletes what it
+//! wrote before the run returns, unless the catalog's answer left its fate unknown (then its
+//! files are kept and the outcome says so: deleting them could corrupt a table that committed).
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::time::Instant;
+
+use futures::StreamExt;
+use serde::{Deserialize, Serialize};
+
+use super::options::{CompactOptions, PartitionRef};
+use super::plan::{CompactionPlan, FileGroup, plan_compaction};
+use super::rewrite::{DeletedRows, RewrittenGroup, cleanup_group, rewrite_group};
+use crate::catalog::{Catalog, LoadedTable, TableId};
+use crate::clock::{Clock, SystemClock};
+use crate::commit::{
+    CatalogCommitter, CommitRetry, RetryPolicy, RewriteConflict, SnapshotProducer,
+    certainly_not_committed, live_subset, validate_rewrite,
+};
+use crate::error::{Error, Result};
+
+/// How a run is carried out (what to rewrite is [`CompactOptions`]).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct RunOptions {
+    /// Plan only: report the groups, files and bytes a real run would rewrite; change nothing.
+    pub dry_run: bool,
+    /// Groups rewritten at once (each within [`CompactOptions::memory_budget_bytes`]).
+    pub parallel_groups: usize,
+    /// Most commits one run makes: groups are committed in up to this many batches, each on its
+    /// own, so a conflict costs one batch's conflicting groups only (Java's
+    /// `partial-progress.max-commits`).
+    pub max_commits: usize,
+    /// Commit retries; `None`: the table's `commit.retry.*` properties, else Java's defaults.
+    pub retry: Option<RetryPolicy>,
+}
+
+impl Default for RunOptions {
+    fn default() -> Self {
+        Self {
+            dry_run: false,
+            parallel_groups: 2,
+            max_commits: 10,
+            retry: None,
+        }
+    }
+}
+
+impl RunOptions {
+    /// Reject nonsensical options.
+    pub fn validate(&self) -> Result<()> {
+        if self.parallel_groups == 0 || self.parallel_groups > 64 {
+            return Err(Error::validation(
+                "parallel_groups must be between 1 and 64",
+            ));
+        }
+        if self.max_commits == 0 {
+            return Err(Error::validation("max_commits must be at least 1"));
+        }
+        if let Some(r) = &self.retry {
+            r.validate()?;
+        }
+        Ok(())
+    }
+}
+
+/// What happened to one file group.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "status", rename_all = "snake_case")]
+pub enum GroupStatus {
+    /// Committed in this snapshot.
+    Committed {
+        /// The snapshot.
+        snapshot_id: i64,
+    },
+    /// A concurrent writer removed or added deletes to one of its files; aborted cleanly.
+    Conflicted {
+        /// What conflicted.
+        conflicts: Vec<RewriteConflict>,
+    },
+    /// Rewriting or committing failed.
+    Failed {
+        /// Error code ([`Error::code`]).
+        code: String,
+        /// What happened.
+        message: String,
+        /// Whether the group's new files were deleted (false when the commit's fate is unknown).
+        files_deleted: bool,
+    },
+    /// Dry run: this is what would be rewritten.
+    DryRun,
+}
+
+/// One group's outcome.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct GroupOutcome {
+    /// Group id in the plan.
+    pub group_id: u32,
+    /// Partition.
+    pub partition: PartitionRef,
+    /// Status.
+    pub status: GroupStatus,
+    /// Data files replaced (or that would be).
+    pub data_files_in: u64,
+    /// Their bytes.
+    pub bytes_in: u64,
+    /// New data files (expected files in a dry run).
+    pub data_files_out: u64,
+    /// Their bytes (0 in a dry run).
+    pub bytes_out: u64,
+    /// Delete files removed with the group (that would be, in a dry run).
+    pub delete_files_removed: u64,
+    /// Rows read before deletes.
+    pub rows_in: u64,
+    /// Rows removed by deletes.
+    pub rows_deleted: DeletedRows,
+    /// Rows written.
+    pub rows_out: u64,
+    /// Failed commit attempts before the outcome.
+    pub retries: u32,
+    /// Rewrite time.
+    pub rewrite_ms: u64,
+}
+
+/// The outcome of compacting one table.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct CompactionOutcome {
+    /// Table.
+    pub table: TableId,
+    /// Snapshot the run planned from.
+    pub base_snapshot_id: Option<i64>,
+    /// Whether nothing was changed on purpose.
+    pub dry_run: bool,
+    /// The plan the run executed (the dry-run answer).
+    pub plan: CompactionPlan,
+    /// Per group.
+    pub groups: Vec<GroupOutcome>,
+    /// Snapshots committed, oldest first.
+    pub snapshot_ids: Vec<i64>,
+    /// Parquet codec written (`zstd(3)`), when files were written.
+    pub codec: Option<String>,
+    /// True when the table sets no codec and Cryo chose zstd.
+    pub codec_defaulted: bool,
+    /// Wall time.
+    pub duration_ms: u64,
+}
+
+impl CompactionOutcome {
+    fn sum(&self, pick: impl Fn(&GroupOutcome) -> u64, committed_only: bool) -> u64 {
+        self.groups
+            .iter()
+            .filter(|g| !committed_only || matches!(g.status, GroupStatus::Committed { .. }))
+            .map(pick)
+            .sum()
+    }
+
+    /// Groups committed.
+    pub fn committed_groups(&self) -> usize {
+        self.groups
+            .iter()
+            .filter(|g| matches!(g.status, GroupStatus::Committed { .. }))
+            .count()
+    }
+
+    /// Groups aborted by validation.
+    pub fn conflicted_groups(&self) -> usize {
+        self.groups
+            .iter()
+            .filter(|g| matches!(g.status, GroupStatus::Conflicted { .. }))
+            .count()
+    }
+
+    /// Groups that failed.
+    pub fn failed_groups(&self) -> usize {
+        self.groups
+            .iter()
+            .filter(|g| matches!(g.status, GroupStatus::Failed { .. }))
+            .count()
+    }
+
+    /// Data files replaced by committed groups (or planned, in a dry run).
+    pub fn files_in(&self) -> u64 {
+        self.sum(|g| g.data_files_in, !self.dry_run)
+    }
+
+    /// Bytes replaced.
+    pub fn bytes_in(&self) -> u64 {
+        self.sum(|g| g.bytes_in, !self.dry_run)
+    }
+
+    /// Data files written by committed groups.
+    pub fn files_out(&self) -> u64 {
+        self.sum(|g| g.data_files_out, !self.dry_run)
+    }
+
+    /// Bytes written by committed groups.
+    pub fn bytes_out(&self) -> u64 {
+        self.sum(|g| g.bytes_out, !self.dry_run)
+    }
+
+    /// Rows removed by applied deletes in committed groups.
+    pub fn rows_deleted(&self) -> u64 {
+        self.sum(|g| g.rows_deleted.total(), !self.dry_run)
+    }
+
+    /// Delete files removed by committed groups.
+    pub fn delete_files_removed(&self) -> u64 {
+        self.sum(|g| g.delete_files_removed, !self.dry_run)
+    }
+
+    /// Commit retries across the run.
+    pub fn retries(&self) -> u64 {
+        self.groups.iter().map(|g| u64::from(g.retries)).sum()
+    }
+}
+
+fn rewritten_outcome(r: &RewrittenGroup, status: GroupStatus, retries: u32) -> GroupOutcome {
+    GroupOutcome {
+        group_id: r.group_id,
+        partition: r.partition.clone(),
+        status,
+        data_files_in: r.removed_data_files.len() as u64,
+        bytes_in: r.bytes_read,
+        data_files_out: r.new_files.len() as u64,
+        bytes_out: r.bytes_written,
+        delete_files_removed: r.removed_delete_files.len() as u64,
+        rows_in: r.rows_read,
+        rows_deleted: r.rows_deleted,
+        rows_out: r.rows_written,
+        retries,
+        rewrite_ms: r.duration_ms,
+    }
+}
+
+fn failed(e: &Error, files_deleted: bool) -> GroupStatus {
+    GroupStatus::Failed {
+        code: e.code().to_string(),
+        message: e.to_string(),
+        files_deleted,
+    }
+}
+
+fn group_outcome(g: &FileGroup, status: GroupStatus) -> GroupOutcome {
+    GroupOutcome {
+        group_id: g.id,
+        partition: g.partition.clone(),
+        status,
+        data_files_in: g.data_files.len() as u64,
+        bytes_in: g.input_bytes,
+        data_files_out: g.expected_output_files,
+        bytes_out: 0,
+        delete_files_removed: g.removable_delete_files.len() as u64,
+        rows_in: g.input_records,
+        rows_deleted: DeletedRows::default(),
+        rows_out: 0,
+        retries: 0,
+        rewrite_ms: 0,
+    }
+}
+
+/// A compaction of one table: a builder that ends in [`Compaction::execute`], or — to look at
+/// or act between the stages — [`Compaction::plan`], [`Compaction::rewrite`] and
+/// [`RewrittenCompaction::commit`].
+#[derive(Debug)]
+pub struct Compaction<'a> {
+    catalog: &'a Catalog,
+    table: TableId,
+    options: CompactOptions,
+    run: RunOptions,
+    clock: Arc<dyn Clock>,
+}
+
+impl<'a> Compaction<'a> {
+    /// Compact `table` of `catalog` with default options (bin-pack to the table's target size).
+    pub fn new(catalog: &'a Catalog, table: TableId) -> Self {
+        Self {
+            catalog,
+            table,
+            options: CompactOptions::default(),
+            run: RunOptions::default(),
+            clock: Arc::new(SystemClock),
+        }
+    }
+
+    /// What to rewrite.
+    #[must_use]
+    pub fn with_options(mut self, options: CompactOptions) -> Self {
+        self.options = options;
+        self
+    }
+
+    /// How to run.
+    #[must_use]
+    pub fn with_run_options(mut self, run: RunOptions) -> Self {
+        self.run = run;
+        self
+    }
+
+    /// Plan only (the default is a real run: compaction replaces files but loses nothing —
+    /// the replaced files stay in old snapshots until they are expired).
+    #[must_use]
+    pub fn dry_run(mut self, dry_run: bool) -> Self {
+        self.run.dry_run = dry_run;
+        self
+    }
+
+    /// Snapshot timestamps from this clock.
+    #[must_use]
+    pub fn with_clock(mut self, clock: Arc<dyn Clock>) -> Self {
+        self.clock = clock;
+        self
+    }
+
+    /// Load the table and plan the file groups (metadata only).
+    pub async fn plan(&self) -> Result<(LoadedTable, CompactionPlan)> {
+        self.options.validate()?;
+        self.run.validate()?;
+        let base = self.catalog.load_table(&self.table).await?;
+        let plan = plan_compaction(&base, &self.options).await?;
+        Ok((base, plan))
+    }
+
+    /// Plan, then rewrite every group (each on its own task, `parallel_groups` at once). Nothing
+    /// is committed yet.
+    pub async fn rewrite(self) -> Result<RewrittenCompaction<'a>> {
+        let started = Instant::now();
+        let (base, plan) = self.plan().await?;
+        let plan = Arc::new(plan);
+        let mut rewritten = Vec::new();
+        let mut failures = Vec::new();
+        if !self.run.dry_run {
+            let tasks = plan.groups.iter().map(|g| {
+                let (base, plan, options, group) = (
+                    base.clone(),
+                    Arc::clone(&plan),
+                    self.options.clone(),
+                    g.clone(),
+                );
+                // One task per group: a group's writer encodes on the task that drives it, so
+                // groups polled together in one task would share a single core.
+                tokio::spawn(async move {
+                    let res = rewrite_group(&base, &plan, &group, &options).await;
+                    (group, res)
+                })
+            });
+            let mut results =
+                futures::stream::iter(tasks).buffer_unordered(self.run.parallel_groups);
+            while let Some(joined) = results.next().await {
+                let (group, res) = joined.map_err(|e| {
+                    Error::Internal(format!("compaction task panicked or was cancelled: {e}"))
+                })?;
+                match res {
+                    Ok(r) => match r.check_rows() {
+                        Ok(()) => rewritten.push(r),
+                        Err(e) => {
+                            let deleted = cleanup_group(&base, &r).await.is_ok();
+                            failures.push(group_outcome(&group, failed(&e, deleted)));
+                        }
+                    },
+                    // rewrite_group deletes what it wrote before it returns an error.
+                    Err(e) => {
+                        tracing::warn!(table = %self.table, group = group.id, error = %e, "group rewrite failed");
+                        failures.push(group_outcome(&group, failed(&e, true)));
+                    }
+                }
+            }
+        }
+        rewritten.sort_by_key(|r| r.group_id);
+        Ok(RewrittenCompaction {
+            catalog: self.catalog,
+            run: self.run,
+            clock: self.clock,
+            base,
+            plan,
+            rewritten,
+            failures,
+            started,
+        })
+    }
+
+    /// Plan, rewrite and commit (or only plan, for a dry run).
+    pub async fn execute(self) -> Result<CompactionOutcome> {
+        self.rewrite().await?.commit().await
+    }
+}
+
+/// Groups rewritten and waiting to commit (their files are written, the table is unchanged).
+#[derive(Debug)]
+pub struct RewrittenCompaction<'a> {
+    catalog: &'a Catalog,
+    run: RunOptions,
+    clock: Arc<dyn Clock>,
+    base: LoadedTable,
+    plan: Arc<CompactionPlan>,
+    rewritten: Vec<RewrittenGroup>,
+    failures: Vec<GroupOutcome>,
+    started: Instant,
+}
+
+impl RewrittenCompaction<'_> {
+    /// The plan the groups were rewritten from.
+    pub fn plan(&self) -> &CompactionPlan {
+        &self.plan
+    }
+
+    /// The rewritten groups.
+    pub fn groups(&self) -> &[RewrittenGroup] {
+        &self.rewritten
+    }
+
+    /// Delete every file the rewrite wrote and commit nothing.
+    pub async fn abort(self) -> Result<usize> {
+        let mut n = 0;
+        for g in &self.rewritten {
+            n += cleanup_group(&self.base, g).await?;
+        }
+        Ok(n)
+    }
+
+    /// Commit the groups in up to `max_commits` batches, validating every attempt.
+    pub async fn commit(self) -> Result<CompactionOutcome> {
+        let plan = (*self.plan).clone();
+        let mut outcome = CompactionOutcome {
+            table: plan.table.clone(),
+            base_snapshot_id: plan.base_snapshot_id,
+            dry_run: self.run.dry_run,
+            groups: Vec::new(),
+            snapshot_ids: Vec::new(),
+            codec: self.rewritten.first().map(|r| r.codec.clone()),
+            codec_defaulted: self.rewritten.first().is_some_and(|r| r.codec_defaulted),
+            duration_ms: 0,
+            plan,
+        };
+        if self.run.dry_run {
+            outcome.groups = outcome
+                .plan
+                .groups
+                .iter()
+                .map(|g| group_outcome(g, GroupStatus::DryRun))
+                .collect();
+            outcome.duration_ms = self.started.elapsed().as_millis() as u64;
+            return Ok(outcome);
+        }
+        let mut results = self.failures.clone();
+        if !self.rewritten.is_empty() {
+            let committer = self.catalog.committer()?;
+            let policy = match &self.run.retry {
+                Some(p) => p.clone(),
+                None => RetryPolicy::for_table(self.base.metadata.properties())?,
+            };
+            let per_commit = self.rewritten.len().div_ceil(self.run.max_commits).max(1);
+            let mut head = self.base.clone();
+            let mut pending = self.rewritten.clone();
+            while !pending.is_empty() {
+                let rest = pending.split_off(per_commit.min(pending.len()));
+                let batch = std::mem::replace(&mut pending, rest);
+                let done = self
+                    .commit_batch(committer.as_ref(), &mut head, batch, &policy)
+                    .await;
+                for g in &done {
+                    if let GroupStatus::Committed { snapshot_id } = g.status
+                        && !outcome.snapshot_ids.contains(&snapshot_id)
+                    {
+                        outcome.snapshot_ids.push(snapshot_id);
+                    }
+                }
+                results.extend(done);
+            }
+        }
+        results.sort_by_key(|g| g.group_id);
+        outcome.groups = results;
+        outcome.duration_ms = self.started.elapsed().as_millis() as u64;
+        Ok(outcome)
+    }
+
+    /// Commit one batch of rewritten groups on the latest head, validating every attempt.
+    #[allow(
+        clippy::too_many_lines,
+        reason = "one retry loop: validate, stage, commit, reload"
+    )]
+    async fn commit_batch(
+        &self,
+        committer: &dyn CatalogCommitter,
+        head: &mut LoadedTable,
+        mut groups: Vec<RewrittenGroup>,
+        policy: &RetryPolicy,
+    ) -> Vec<GroupOutcome> {
+        let s0 = &self.base;
+        let plan = self.plan.as_ref();
+        let mut out = Vec::new();
+        let mut retry = match CommitRetry::new(policy.clone()) {
+            Ok(r) => r,
+            Err(e) => return self.fail_all(s0, groups, &e, true).await,
+        };
+        loop {
+            // Validate against the head: only groups whose files are untouched may commit.
+            if head.metadata.current_snapshot_id() != plan.base_snapshot_id {
+                let replaced: BTreeSet<String> = groups
+                    .iter()
+                    .flat_map(|g| g.removed_data_files.iter().cloned())
+                    .collect();
+                let conflicts = match validate_rewrite(s0, head, &replaced).await {
+                    Ok(c) => c,
+                    Err(e) => {
+                        out.extend(self.fail_all(s0, groups, &e, true).await);
+                        return out;
+                    }
+                };
+                if !conflicts.is_empty() {
+                    let (keep, lose): (Vec<_>, Vec<_>) = groups.into_iter().partition(|g| {
+                        !conflicts
+                            .iter()
+                            .any(|c| g.removed_data_files.contains(&c.data_file))
+                    });
+                    for g in lose {
+                        let mine: Vec<RewriteConflict> = conflicts
+                            .iter()
+                            .filter(|c| g.removed_data_files.contains(&c.data_file))
+                            .cloned()
+                            .collect();
+                        tracing::info!(table = %plan.table, group = g.group_id, conflicts = mine.len(), "group aborted by validation");
+                        let _ = cleanup_group(s0, &g).await;
+                        out.push(rewritten_outcome(
+                            &g,
+                            GroupStatus::Conflicted { conflicts: mine },
+                            retry.failed_attempts(),
+                        ));
+                    }
+                    groups = keep;
+                }
+            }
+            if groups.is_empty() {
+                return out;
+            }
+            // Delete files another writer already removed are simply no longer ours to remove.
+            let deletes: BTreeSet<String> = groups
+                .iter()
+                .flat_map(|g| g.removed_delete_files.iter().cloned())
+                .collect();
+            let deletes = match live_subset(head, &deletes).await {
+                Ok(d) => d,
+                Err(e) => {
+                    out.extend(self.fail_all(s0, groups, &e, true).await);
+                    return out;
+                }
+            };
+            let mut producer = SnapshotProducer::replace(head)
+                .with_data_sequence_number(plan.base_sequence_number)
+                .with_clock(Arc::clone(&self.clock))
+                .remove_delete_files(deletes)
+                .set_snapshot_property("cryo.operation", "rewrite_data_files");
+            for g in &groups {
+                producer = producer
+                    .delete_data_files(g.removed_data_files.iter().cloned())
+                    .add_data_files(g.new_files.iter().cloned());
+            }
+            let staged = match producer.stage().await {
+                Ok(s) => s,
+                Err(e) => {
+                    out.extend(self.fail_all(s0, groups, &e, true).await);
+                    return out;
+                }
+            };
+            retry.staged(&staged);
+            match staged.commit(committer).await {
+                Ok(landed_now) => {
+                    *head = landed_now.table.clone();
+                    if let Err(e) = verify(&landed_now.summary, &groups) {
+                        tracing::error!(table = %plan.table, error = %e, "post-commit verification failed");
+                        for g in &groups {
+                            out.push(rewritten_outcome(
+                                g,
+                                failed(&e, false),
+                                retry.failed_attempts(),
+                            ));
+                        }
+                        return out;
+                    }
+                    for g in &groups {
+                        out.push(rewritten_outcome(
+                            g,
+                            GroupStatus::Committed {
+                                snapshot_id: committed.snapshot_id,
+                            },
+                            retry.failed_attempts(),
+                        ));
+                    }
+                    return out;
+                }
+                Err(e) => {
+                    let unknown = !certainly_not_committed(&e);
+                    match retry.reload_after(committer, head, e).await {
+                        Ok(next) => {
+                            if let Some(id) = retry.landed(&next) {
+                                // An attempt whose answer was lost did commit.
+                                *head = next;
+                                for g in &groups {
+                                    out.push(rewritten_outcome(
+                                        g,
+                                        GroupStatus::Committed { snapshot_id: id },
+                                        retry.failed_attempts(),
+                                    ));
+                                }
+                                return out;
+                            }
+                            *head = next;
+                        }
+                        Err(e) => {
+                            out.extend(self.fail_all(s0, groups, &e, !unknown).await);
+                            return out;
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    async fn fail_all(
+        &self,
+        s0: &LoadedTable,
+        groups: Vec<RewrittenGroup>,
+        e: &Error,
+        delete_files: bool,
+    ) -> Vec<GroupOutcome> {
+        let mut out = Vec::new();
+        for g in groups {
+            if delete_files {
+                let _ = cleanup_group(s0, &g).await;
+            }
+            out.push(rewritten_outcome(&g, failed(e, delete_files), 0));
+        }
+        out
+    }
+}
+
+/// The committed snapshot's summary must count the rows the rewrite counted.
+fn verify(
+    summary: &std::collections::HashMap<String, String>,
+    groups: &[RewrittenGroup],
+) -> Result<()> {
+    let get = |k: &str| {
+        summary
+            .get(k)
+            .and_then(|v| v.parse::<u64>().ok())
+            .unwrap_or(0)
+    };
+    let written: u64 = groups.iter().map(|g| g.rows_written).sum();
+    let read: u64 = groups.iter().map(|g| g.rows_read).sum();
+    if get("added-records") != written || get("deleted-records") != read {
+        return Err(Error::Internal(format!(
+            "committed summary counts added-records={} deleted-records={}, the rewrite counted {written} written and {read} read",
+            get("added-records"),
+            get("deleted-records")
+        )));
+    }
+    Ok(())
+}
+
+/// Compact one table with default run options.
+pub async fn compact(
+    catalog: &Catalog,
+    table: &TableId,
+    options: &CompactOptions,
+) -> Result<CompactionOutcome> {
+    Compaction::new(catalog, table.clone())
+        .with_options(options.clone())
+        .execute()
+        .await
+}

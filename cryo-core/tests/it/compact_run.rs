@@ -1,0 +1,213 @@
+//! `compact()`: plan → rewrite → commit as `replace` snapshots, under concurrent writers.
+
+use std::collections::BTreeSet;
+
+use cryo_core::commit::RewriteConflictKind;
+use cryo_core::compact::{CompactOptions, Compaction, GroupStatus, RunOptions, compact};
+use cryo_core::{Catalog, TableId};
+
+use crate::replace::{
+    DAY0, DAY1, append, by_day, data_files_in, delete_ids, delete_positions, expected, read_rows,
+    schema, sql_catalog,
+};
+
+/// A table with two day partitions, each with `files` small files of 5 rows.
+async fn fragmented(catalog: &Catalog, files: i64) -> (TableId, BTreeSet<i64>) {
+    let id = TableId::parse("db.frag").unwrap();
+    let mut table = catalog
+        .create_table(
+            &id,
+            cryo_core::commit::NewTable::new(schema())
+                .with_partition_spec(by_day())
+                .with_property("write.target-file-size-bytes", "1048576"),
+        )
+        .await
+        .unwrap();
+    let committer = catalog.committer().unwrap();
+    let mut ids = BTreeSet::new();
+    for f in 0..files {
+        let batch: Vec<i64> = (f * 10..f * 10 + 10).collect();
+        ids.extend(batch.iter().copied());
+        table = append(committer.as_ref(), &table, batch).await;
+    }
+    (id, ids)
+}
+
+#[tokio::test]
+async fn compacts_commits_replace_and_keeps_every_row() {
+    let dir = tempfile::tempdir().unwrap();
+    let catalog = sql_catalog(dir.path()).await;
+    let (id, ids) = fragmented(&catalog, 12).await;
+    let before = catalog.load_table(&id).await.unwrap();
+    assert_eq!(read_rows(&before).await, expected(&ids));
+
+    // The dry run names exactly what the real run rewrites, and changes nothing.
+    let dry = Compaction::new(&catalog, id.clone())
+        .dry_run(true)
+        .execute()
+        .await
+        .unwrap();
+    assert!(dry.dry_run);
+    assert_eq!(dry.groups.len(), 2);
+    assert!(dry.groups.iter().all(|g| g.status == GroupStatus::DryRun));
+    let unchanged = catalog.load_table(&id).await.unwrap();
+    assert_eq!(unchanged.metadata_location, before.metadata_location);
+
+    let out = compact(&catalog, &id, &CompactOptions::default())
+        .await
+        .unwrap();
+    assert_eq!(out.committed_groups(), 2, "{:?}", out.groups);
+    assert_eq!(out.files_in(), 24);
+    assert_eq!(out.files_out(), 2);
+    assert_eq!(out.rows_deleted(), 0);
+    for (d, r) in dry.groups.iter().zip(&out.groups) {
+        assert_eq!(
+            (d.group_id, d.data_files_in, d.bytes_in),
+            (r.group_id, r.data_files_in, r.bytes_in)
+        );
+    }
+    // Partial progress: each group commits on its own (at most `max_commits` snapshots).
+    assert_eq!(out.snapshot_ids.len(), 2);
+    let after = catalog.load_table(&id).await.unwrap();
+    assert_eq!(
+        after.metadata.current_snapshot_id(),
+        out.snapshot_ids.last().copied()
+    );
+    assert_eq!(
+        after
+            .metadata
+            .current_snapshot()
+            .unwrap()
+            .summary()
+            .operation
+            .as_str(),
+        "replace"
+    );
+    assert_eq!(read_rows(&after).await, expected(&ids));
+    assert_eq!(
+        data_files_in(&after, DAY0).await.len() + data_files_in(&after, DAY1).await.len(),
+        2
+    );
+    // New files carry S0's data sequence number.
+    let s0_seq = before
+        .metadata
+        .current_snapshot()
+        .unwrap()
+        .sequence_number();
+    assert_eq!(out.plan.base_sequence_number, s0_seq);
+
+    // A second run finds nothing to do.
+    let again = compact(&catalog, &id, &CompactOptions::default())
+        .await
+        .unwrap();
+    assert!(again.groups.is_empty() && again.snapshot_ids.is_empty());
+}
+
+#[tokio::test]
+async fn max_commits_bounds_the_snapshots() {
+    let dir = tempfile::tempdir().unwrap();
+    let catalog = sql_catalog(dir.path()).await;
+    let (id, ids) = fragmented(&catalog, 10).await;
+    let out = Compaction::new(&catalog, id.clone())
+        .with_run_options(RunOptions {
+            max_commits: 1,
+            ..RunOptions::default()
+        })
+        .execute()
+        .await
+        .unwrap();
+    assert_eq!(out.committed_groups(), 2);
+    assert_eq!(
+        out.snapshot_ids.len(),
+        1,
+        "max_commits 1: every group in one replace"
+    );
+    let after = catalog.load_table(&id).await.unwrap();
+    assert_eq!(read_rows(&after).await, expected(&ids));
+}
+
+#[tokio::test]
+async fn a_concurrent_append_is_retried_over() {
+    let dir = tempfile::tempdir().unwrap();
+    let catalog = sql_catalog(dir.path()).await;
+    let (id, mut ids) = fragmented(&catalog, 8).await;
+    let rewritten = Compaction::new(&catalog, id.clone())
+        .rewrite()
+        .await
+        .unwrap();
+    assert_eq!(rewritten.groups().len(), 2);
+
+    // Another writer appends and deletes by equality between Cryo's plan and its commit.
+    let committer = catalog.committer().unwrap();
+    let head = catalog.load_table(&id).await.unwrap();
+    let head = append(committer.as_ref(), &head, 1000..1005).await;
+    delete_ids(committer.as_ref(), &head, &[3, 1001]).await;
+    ids.extend(1000..1005);
+    ids.remove(&3);
+    ids.remove(&1001);
+
+    let out = rewritten.commit().await.unwrap();
+    assert_eq!(out.committed_groups(), 2, "{:?}", out.groups);
+    // The first group's commit found the head moved and retried; the second staged on the new head.
+    assert_eq!(out.retries(), 1, "{:?}", out.groups);
+    let after = catalog.load_table(&id).await.unwrap();
+    // The equality delete committed after S0 still hides row 3 in the rewritten file.
+    assert_eq!(read_rows(&after).await, expected(&ids));
+}
+
+#[tokio::test]
+async fn a_new_delete_on_a_replaced_file_aborts_only_its_group() {
+    let dir = tempfile::tempdir().unwrap();
+    let catalog = sql_catalog(dir.path()).await;
+    let (id, mut ids) = fragmented(&catalog, 8).await;
+    let rewritten = Compaction::new(&catalog, id.clone())
+        .rewrite()
+        .await
+        .unwrap();
+    let day0_group = rewritten
+        .groups()
+        .iter()
+        .find(|g| g.partition.path == DAY0)
+        .unwrap();
+    let day0_new: Vec<String> = day0_group.written_paths.clone();
+
+    // Merge-on-read delete of the first row of a day-0 file Cryo is replacing.
+    let committer = catalog.committer().unwrap();
+    let head = catalog.load_table(&id).await.unwrap();
+    let victim = data_files_in(&head, DAY0).await.remove(0);
+    delete_positions(committer.as_ref(), &head, victim.file_path(), vec![0]).await;
+
+    let out = rewritten.commit().await.unwrap();
+    assert_eq!(out.committed_groups(), 1, "{:?}", out.groups);
+    assert_eq!(out.conflicted_groups(), 1);
+    let conflicted = out
+        .groups
+        .iter()
+        .find(|g| matches!(g.status, GroupStatus::Conflicted { .. }))
+        .unwrap();
+    assert_eq!(conflicted.partition.path, DAY0);
+    let GroupStatus::Conflicted { conflicts } = &conflicted.status else {
+        unreachable!()
+    };
+    assert_eq!(conflicts[0].kind, RewriteConflictKind::NewPositionDelete);
+    assert_eq!(conflicts[0].data_file, victim.file_path());
+    // The aborted group's new files are gone right away.
+    for p in &day0_new {
+        assert!(
+            !std::path::Path::new(p.trim_start_matches("file://")).exists(),
+            "{p} left behind"
+        );
+    }
+    let after = catalog.load_table(&id).await.unwrap();
+    // The deleted row stays deleted; nothing else is lost.
+    let rows = read_rows(&after).await;
+    assert_eq!(rows.len(), ids.len() - 1);
+    let kept: BTreeSet<i64> = rows.iter().map(|r| r.0).collect();
+    let gone: Vec<i64> = ids.difference(&kept).copied().collect();
+    assert_eq!(gone.len(), 1);
+    ids.remove(&gone[0]);
+    assert_eq!(rows, expected(&ids));
+    // Day 0 keeps its small files (the group aborted); day 1 was compacted.
+    assert_eq!(data_files_in(&after, DAY1).await.len(), 1);
+    assert_eq!(data_files_in(&after, DAY0).await.len(), 8);
+}
