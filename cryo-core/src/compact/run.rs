@@ -597,7 +597,7 @@ impl RewrittenCompaction<'_> {
                         out.push(rewritten_outcome(
                             g,
                             GroupStatus::Committed {
-                                snapshot_id: committed.snapshot_id,
+                                snapshot_id: landed_now.snapshot_id,
                             },
                             retry.failed_attempts(),
                         ));
