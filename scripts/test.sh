@@ -45,11 +45,14 @@ cargo test -p cryo-core
 step "the main job (README's first command, debug build)"
 rm -rf target/quickstart-demo
 out=$(cargo run -q --example quickstart -- target/quickstart-demo)
-for expect in "built demo lake" "lake.healthy      A" "plan written to" "SQL for Trino" "SQL for Spark"; do
+for expect in "built demo lake" "lake.healthy      A" "plan written to" "SQL for Trino" "SQL for Spark" \
+              "native compaction of lake.clickstream" "lake.clickstream: grade F"; do
   grep -qF "$expect" <<<"$out" || { echo "quickstart output lacks: $expect"; echo "$out" | head -40; exit 1; }
 done
+grep -qE 'groups committed \(0 conflicted, 0 failed\)' <<<"$out" || { echo "quickstart compaction did not commit cleanly"; exit 1; }
+# A second run starts again from the decayed lake (the first one compacted a table).
 out=$(cargo run -q --example quickstart -- target/quickstart-demo)
-grep -qF "reopened demo lake" <<<"$out" || { echo "second quickstart run did not reopen the lake"; exit 1; }
+grep -qF "lake.clickstream: grade F" <<<"$out" || { echo "second quickstart run did not start from the decayed lake"; exit 1; }
 
 step "pytest (cross-implementation)"
 "$PEERS_PYTHON" -m pytest -q tests/py
