@@ -42,6 +42,9 @@ cargo build --workspace --all-targets
 step "cargo test"
 cargo test -p cryo-core
 
+step "cargo test --features datafusion (sorted and z-ordered rewrites that spill)"
+cargo test -p cryo-core --features datafusion --test it compact
+
 step "the main job (README's first command, debug build)"
 rm -rf target/quickstart-demo
 out=$(cargo run -q --example quickstart -- target/quickstart-demo)
