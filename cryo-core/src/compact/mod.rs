@@ -20,6 +20,33 @@
 //!        └──▶ cleanup_group: delete the written files of a group that does not commit
 //! ```
 //!
+//! Most callers want [`compact`] (or the [`Compaction`] builder): plan, rewrite every group,
+//! commit the groups as `replace` snapshots under concurrent writers, and get a typed outcome.
+//!
+//! ```
+//! # tokio::runtime::Runtime::new().unwrap().block_on(async {
+//! use cryo_core::TableId;
+//! use cryo_core::compact::{Compaction, CompactOptions, GroupStatus, compact};
+//! use cryo_core::demo::{DemoOptions, create_demo_lake};
+//!
+//! let dir = tempfile::tempdir()?;
+//! let lake = create_demo_lake(dir.path(), &DemoOptions::default()).await?;
+//! let orders = TableId::parse("lake.orders")?;
+//!
+//! // A dry run names the groups, files and bytes a real run would rewrite.
+//! let dry = Compaction::new(&lake.catalog, orders.clone()).dry_run(true).execute().await?;
+//! assert!(dry.files_in() > 0);
+//!
+//! let outcome = compact(&lake.catalog, &orders, &CompactOptions::default()).await?;
+//! assert!(outcome.groups.iter().all(|g| matches!(g.status, GroupStatus::Committed { .. })));
+//! assert_eq!(outcome.files_in(), dry.files_in());
+//! assert!(outcome.rows_deleted() > 0); // the position deletes were applied
+//! # Ok::<_, Box<dyn std::error::Error>>(())
+//! # }).unwrap();
+//! ```
+//!
+//! The engine's stages are public too, for workers that rewrite groups elsewhere:
+//!
 //! ```
 //! # tokio::runtime::Runtime::new().unwrap().block_on(async {
 //! use cryo_core::TableId;
