@@ -123,8 +123,11 @@ impl SqlCatalog {
             .map_err(|e| db_err(&config.name, "sqlite options", e))?
             .filename(&path)
             .create_if_missing(init)
-            // PyIceberg, Spark and Cryo share this file; wait for their locks instead of failing.
-            .busy_timeout(Duration::from_secs(30));
+            // PyIceberg, Spark and Cryo share this file; wait for their locks instead of failing,
+            // but not so long that a writer holding the lock for a whole session (Spark's
+            // JdbcCatalog leaks a read cursor) stalls a commit loop for minutes: commits retry
+            // with backoff on top of this.
+            .busy_timeout(Duration::from_secs(5));
         let pool = SqlitePoolOptions::new()
             .max_connections(max_connections)
             .connect_with(options)

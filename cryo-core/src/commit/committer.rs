@@ -251,6 +251,16 @@ impl CatalogCommitter for SqlCommitter {
                     format!("another writer replaced {expected} first"),
                 ))
             }
+            Err(e) if sql_lock_error(&e) => {
+                // sqlite statements are atomic: an UPDATE refused because another process holds
+                // the database lock did not happen. Say so as a conflict, so the caller retries
+                // with backoff and may clean up what it wrote.
+                discard(&head.storage, &location).await;
+                Err(conflict(
+                    &head.id,
+                    "the catalog database is locked by another process".to_string(),
+                ))
+            }
             Err(e) => {
                 // The swap may or may not have happened (e.g. the connection dropped after the
                 // UPDATE): keep the file, it may now be the table's head.
@@ -258,6 +268,15 @@ impl CatalogCommitter for SqlCommitter {
             }
         }
     }
+}
+
+/// Whether a catalog error is sqlite refusing a write because another process holds its lock.
+fn sql_lock_error(e: &Error) -> bool {
+    matches!(e, Error::Catalog { source: Some(src), .. }
+    if src.downcast_ref::<sqlx::Error>().and_then(sqlx::Error::as_database_error).is_some_and(|d| {
+        let m = d.message().to_ascii_lowercase();
+        m.contains("database is locked") || m.contains("database table is locked") || m.contains("busy")
+    }))
 }
 
 /// Commits to a Hadoop-style table (`metadata/vN.metadata.json` + `version-hint.text`).

@@ -474,6 +474,21 @@ impl RewrittenCompaction<'_> {
                 let done = self
                     .commit_batch(committer.as_ref(), &mut head, batch, &policy)
                     .await;
+                // A batch that failed to commit (retries spent, catalog unavailable) means the
+                // next ones would too: stop, and delete what they wrote.
+                let stop = done.iter().find_map(|g| match &g.status {
+                    GroupStatus::Failed { message, .. } => Some(message.clone()),
+                    _ => None,
+                });
+                if let Some(reason) = &stop {
+                    for g in std::mem::take(&mut pending) {
+                        let deleted = cleanup_group(&self.base, &g).await.is_ok();
+                        let e = Error::validation(format!(
+                            "not attempted: an earlier commit of this run failed ({reason})"
+                        ));
+                        results.push(rewritten_outcome(&g, failed(&e, deleted), 0));
+                    }
+                }
                 for g in &done {
                     if let GroupStatus::Committed { snapshot_id } = g.status
                         && !outcome.snapshot_ids.contains(&snapshot_id)

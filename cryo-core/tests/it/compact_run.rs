@@ -211,3 +211,77 @@ async fn a_new_delete_on_a_replaced_file_aborts_only_its_group() {
     assert_eq!(data_files_in(&after, DAY1).await.len(), 1);
     assert_eq!(data_files_in(&after, DAY0).await.len(), 8);
 }
+
+#[tokio::test]
+async fn a_locked_catalog_fails_cleanly_and_stops_the_run() {
+    use cryo_core::commit::RetryPolicy;
+    let dir = tempfile::tempdir().unwrap();
+    let catalog = sql_catalog(dir.path()).await;
+    let (id, ids) = fragmented(&catalog, 8).await;
+    let before = catalog.load_table(&id).await.unwrap();
+    let rewritten = Compaction::new(&catalog, id.clone())
+        .with_run_options(RunOptions {
+            retry: Some(RetryPolicy {
+                max_attempts: 2,
+                min_backoff_ms: 10,
+                max_backoff_ms: 20,
+                ..RetryPolicy::default()
+            }),
+            ..RunOptions::default()
+        })
+        .rewrite()
+        .await
+        .unwrap();
+    let written: Vec<String> = rewritten
+        .groups()
+        .iter()
+        .flat_map(|g| g.written_paths.clone())
+        .collect();
+    assert!(!written.is_empty());
+
+    // Another process holds a read transaction on the catalog (as Spark's JdbcCatalog does).
+    let db = dir.path().join("catalog.db");
+    let mut holder = std::process::Command::new("python3")
+        .arg("-c")
+        .arg("import sqlite3,sys,time; c=sqlite3.connect(sys.argv[1], isolation_level=None); c.execute('BEGIN'); c.execute('SELECT * FROM iceberg_tables').fetchall(); print('locked', flush=True); time.sleep(120)")
+        .arg(&db)
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(holder.stdout.take().unwrap()),
+        &mut line,
+    )
+    .unwrap();
+    assert_eq!(line.trim(), "locked");
+
+    let out = rewritten.commit().await.unwrap();
+    holder.kill().unwrap();
+    holder.wait().unwrap();
+    assert_eq!(out.committed_groups(), 0);
+    assert_eq!(out.failed_groups(), 2, "{:?}", out.groups);
+    for g in &out.groups {
+        let GroupStatus::Failed { files_deleted, .. } = &g.status else {
+            panic!("{g:?}")
+        };
+        assert!(
+            *files_deleted,
+            "the lock refused the write: nothing committed, files can go"
+        );
+    }
+    for p in &written {
+        assert!(
+            !std::path::Path::new(p.trim_start_matches("file://")).exists(),
+            "{p} left behind"
+        );
+    }
+    let after = catalog.load_table(&id).await.unwrap();
+    assert_eq!(after.metadata_location, before.metadata_location);
+    assert_eq!(read_rows(&after).await, expected(&ids));
+    // Once the lock is gone, compaction works.
+    let out = compact(&catalog, &id, &CompactOptions::default())
+        .await
+        .unwrap();
+    assert_eq!(out.committed_groups(), 2);
+}
