@@ -35,6 +35,7 @@ pub mod error;
 pub mod govern;
 pub mod grade;
 pub mod io;
+pub mod maintain;
 pub mod ops;
 pub mod plan;
 pub mod receipt;

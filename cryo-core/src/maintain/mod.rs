@@ -1,0 +1,12 @@
+//! Native metadata maintenance: snapshot expiry, manifest and position-delete rewrites, orphan
+//! and missing files, and the maintenance run that executes a [`crate::plan::MaintenancePlan`]
+//! operation by operation, table by table, under locks, leaving a receipt for every decision.
+//!
+//! Every destructive operation here defaults to a dry run (DESIGN §10); the default lives in
+//! core, so every binding inherits it.
+
+pub mod expire;
+pub mod manifests;
+pub mod missing;
+pub mod orphans;
+pub mod position_deletes;
