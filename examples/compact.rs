@@ -50,13 +50,13 @@ fn parse() -> std::result::Result<Args, String> {
                     Some(value()?.parse().map_err(|e| format!("{a}: {e}"))?);
             }
             "--max-commits" => {
-                run.max_commits = value()?.parse().map_err(|e| format!("{a}: {e}"))?
+                run.max_commits = value()?.parse().map_err(|e| format!("{a}: {e}"))?;
             }
             "--parallel-groups" => {
-                run.parallel_groups = value()?.parse().map_err(|e| format!("{a}: {e}"))?
+                run.parallel_groups = value()?.parse().map_err(|e| format!("{a}: {e}"))?;
             }
             "--memory-budget" => {
-                options.memory_budget_bytes = value()?.parse().map_err(|e| format!("{a}: {e}"))?
+                options.memory_budget_bytes = value()?.parse().map_err(|e| format!("{a}: {e}"))?;
             }
             "--strategy" => {
                 let v = value()?;
@@ -128,6 +128,7 @@ async fn run(args: Args) -> Result<()> {
             "retries": outcome.retries(),
             "codec": outcome.codec,
             "duration_ms": outcome.duration_ms,
+            "commit_ms": outcome.commit_ms,
         })
     );
     Ok(())

@@ -679,17 +679,26 @@ impl SnapshotProducer {
                 .1
                 .push(moved);
         }
+        // The average entry size of this manifest estimates the size of the merged ones.
+        let entry_bytes = u64::try_from(mf.manifest_length).unwrap_or(0)
+            / (manifest.entries().len() as u64).max(1);
         out.touched.push(TouchedManifest {
             content: mf.content,
             spec,
             kept,
+            entry_bytes,
         });
         Ok(())
     }
 
-    /// Write the kept entries of each touched manifest (`EXISTING`) and the removed entries
+    /// Write the kept entries of the touched manifests (`EXISTING`), merged per content and spec
+    /// into manifests near `commit.manifest.target-size-bytes`, and the removed entries
     /// (`DELETED`, one manifest per spec and content) into `manifests`; return the manifests to
     /// carry over unchanged.
+    ///
+    /// Merging keeps the metadata lean (DESIGN §4.9): a rewrite touching every manifest of a
+    /// table written by many small appends leaves a few manifests behind, not one per append,
+    /// and the next commit of the same run reads those few.
     async fn write_removals(
         &self,
         names: &mut ManifestNames,
@@ -698,24 +707,55 @@ impl SnapshotProducer {
         written: &mut Vec<String>,
     ) -> Result<Vec<ManifestFile>> {
         let table = self.base.id.to_string();
+        let target = self
+            .base
+            .metadata
+            .properties()
+            .get("commit.manifest.target-size-bytes")
+            .and_then(|v| v.parse::<u64>().ok())
+            .filter(|v| *v > 0)
+            .unwrap_or(DEFAULT_MANIFEST_TARGET_BYTES);
+        let mut merged: BTreeMap<(u8, i32), MergedEntries> = BTreeMap::new();
         for touched in removals.touched {
-            if touched.kept.is_empty() {
-                continue;
-            }
-            let (path, mut writer) =
-                self.new_manifest_writer(names, touched.content, Some(&touched.spec))?;
-            written.push(path);
-            for e in touched.kept {
-                writer
-                    .add_existing_file(e.file, e.snapshot_id, e.seq, e.file_seq)
+            let slot = merged
+                .entry((content_key(touched.content), touched.spec.spec_id()))
+                .or_insert_with(|| (touched.content, Arc::clone(&touched.spec), Vec::new()));
+            let bytes = touched.entry_bytes;
+            slot.2.extend(touched.kept.into_iter().map(|e| (bytes, e)));
+        }
+        for (content, spec, entries) in merged.into_values() {
+            let mut writer: Option<ManifestWriter> = None;
+            let mut estimate = 0u64;
+            for (bytes, e) in entries {
+                if writer.is_some() && estimate + bytes > target {
+                    if let Some(w) = writer.take() {
+                        manifests.push(
+                            w.write_manifest_file()
+                                .await
+                                .map_err(|e| iceberg_error(&table, "write manifest", e))?,
+                        );
+                    }
+                    estimate = 0;
+                }
+                if writer.is_none() {
+                    let (path, w) = self.new_manifest_writer(names, content, Some(&spec))?;
+                    written.push(path);
+                    writer = Some(w);
+                }
+                let Some(w) = writer.as_mut() else {
+                    continue;
+                };
+                w.add_existing_file(e.file, e.snapshot_id, e.seq, e.file_seq)
                     .map_err(|e| iceberg_error(&table, "rewrite manifest", e))?;
+                estimate += bytes;
             }
-            manifests.push(
-                writer
-                    .write_manifest_file()
-                    .await
-                    .map_err(|e| iceberg_error(&table, "write manifest", e))?,
-            );
+            if let Some(w) = writer {
+                manifests.push(
+                    w.write_manifest_file()
+                        .await
+                        .map_err(|e| iceberg_error(&table, "write manifest", e))?,
+                );
+            }
         }
         for ((content, _), (spec, entries)) in removals.removed {
             let content = if content == 0 {
@@ -823,6 +863,16 @@ impl SnapshotProducer {
 /// Manifests read at once while looking for removed files.
 const MANIFEST_READ_CONCURRENCY: usize = 16;
 
+/// Kept entries of touched manifests of one content and spec, each with its estimated bytes.
+type MergedEntries = (
+    ManifestContentType,
+    PartitionSpecRef,
+    Vec<(u64, MovedEntry)>,
+);
+
+/// `commit.manifest.target-size-bytes` when the table does not set it (Java's default).
+const DEFAULT_MANIFEST_TARGET_BYTES: u64 = 8 << 20;
+
 /// A live entry moved into a rewritten manifest, with what it keeps from the original.
 struct MovedEntry {
     file: DataFile,
@@ -836,6 +886,8 @@ struct TouchedManifest {
     content: ManifestContentType,
     spec: PartitionSpecRef,
     kept: Vec<MovedEntry>,
+    /// Average bytes per entry of the manifest these entries come from.
+    entry_bytes: u64,
 }
 
 /// What removing files does to the base snapshot's manifests.

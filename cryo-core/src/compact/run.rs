@@ -4,13 +4,17 @@
 //! ```text
 //! load S0 ─▶ plan_compaction ─▶ groups ──rewrite_group (N at once)──▶ RewrittenGroup
 //!                                                                         │ check rows
-//!                              batch of groups (partial progress) ◀───────┘
+//!            batch of groups (partial progress), as soon as it is ready ◀─┘
 //!   ┌──────────────────────────────────┐
 //!   ▼                                  │ CommitConflict: back off, reload head
-//! validate_rewrite(S0, head) ─▶ drop conflicting groups (delete their files now)
+//! validate_rewrite(checked, head) ─▶ drop conflicting groups (delete their files now)
 //!   ─▶ stage replace on head (new files carry S0's sequence number) ─▶ commit ──┘
 //!   ─▶ verify the committed summary against the rows counted
 //! ```
+//!
+//! `checked` is the newest snapshot every pending group is known to be committable on: S0,
+//! then each snapshot the run itself commits directly on top of it. Commits by others after it
+//! are validated; the run's own are not re-read.
 //!
 //! One conflict loses one group, never the run; a group that does not commit deletes what it
 //! wrote before the run returns, unless the catalog's answer left its fate unknown (then its
@@ -160,6 +164,8 @@ pub struct CompactionOutcome {
     pub codec_defaulted: bool,
     /// Wall time.
     pub duration_ms: u64,
+    /// Wall time of the commit phase (validation, manifests, catalog swaps), after the rewrites.
+    pub commit_ms: u64,
 }
 
 impl CompactionOutcome {
@@ -342,69 +348,71 @@ impl<'a> Compaction<'a> {
     pub async fn rewrite(self) -> Result<RewrittenCompaction<'a>> {
         let started = Instant::now();
         let (base, plan) = self.plan().await?;
-        let plan = Arc::new(plan);
-        let mut rewritten = Vec::new();
-        let mut failures = Vec::new();
-        if !self.run.dry_run {
-            let tasks = plan.groups.iter().map(|g| {
-                let (base, plan, options, group) = (
-                    base.clone(),
-                    Arc::clone(&plan),
-                    self.options.clone(),
-                    g.clone(),
-                );
-                // One task per group: a group's writer encodes on the task that drives it, so
-                // groups polled together in one task would share a single core.
-                tokio::spawn(async move {
-                    let res = rewrite_group(&base, &plan, &group, &options).await;
-                    (group, res)
-                })
-            });
-            let mut results =
-                futures::stream::iter(tasks).buffer_unordered(self.run.parallel_groups);
-            while let Some(joined) = results.next().await {
-                let (group, res) = joined.map_err(|e| {
-                    Error::Internal(format!("compaction task panicked or was cancelled: {e}"))
-                })?;
-                match res {
-                    Ok(r) => match r.check_rows() {
-                        Ok(()) => rewritten.push(r),
-                        Err(e) => {
-                            let deleted = cleanup_group(&base, &r).await.is_ok();
-                            failures.push(group_outcome(&group, failed(&e, deleted)));
-                        }
-                    },
-                    // rewrite_group deletes what it wrote before it returns an error.
-                    Err(e) => {
-                        tracing::warn!(table = %self.table, group = group.id, error = %e, "group rewrite failed");
-                        failures.push(group_outcome(&group, failed(&e, true)));
-                    }
+        let mut out = self.into_rewritten(base, Arc::new(plan), started);
+        if !out.run.dry_run {
+            let mut finished = out.spawn_rewrites();
+            while let Some(joined) = finished.recv().await {
+                if let Some(r) = out.absorb(joined).await? {
+                    out.rewritten.push(r);
                 }
             }
         }
-        rewritten.sort_by_key(|r| r.group_id);
-        Ok(RewrittenCompaction {
+        out.rewritten.sort_by_key(|r| r.group_id);
+        Ok(out)
+    }
+
+    /// Plan, rewrite and commit (or only plan, for a dry run). Batches commit as soon as their
+    /// groups are rewritten, while the other groups are still being rewritten.
+    pub async fn execute(self) -> Result<CompactionOutcome> {
+        if self.run.dry_run {
+            return self.rewrite().await?.commit().await;
+        }
+        let started = Instant::now();
+        let (base, plan) = self.plan().await?;
+        let mut out = self.into_rewritten(base, Arc::new(plan), started);
+        let mut loop_state = out.commit_loop()?;
+        let mut finished = out.spawn_rewrites();
+        let mut ready = Vec::new();
+        while let Some(joined) = finished.recv().await {
+            if let Some(r) = out.absorb(joined).await? {
+                ready.push(r);
+                out.commit_ready(&mut loop_state, &mut ready, false).await;
+            }
+        }
+        out.commit_ready(&mut loop_state, &mut ready, true).await;
+        Ok(out.finish(loop_state))
+    }
+
+    fn into_rewritten(
+        self,
+        base: LoadedTable,
+        plan: Arc<CompactionPlan>,
+        started: Instant,
+    ) -> RewrittenCompaction<'a> {
+        RewrittenCompaction {
             catalog: self.catalog,
+            table: self.table,
+            options: self.options,
             run: self.run,
             clock: self.clock,
             base,
             plan,
-            rewritten,
-            failures,
+            rewritten: Vec::new(),
+            failures: Vec::new(),
             started,
-        })
-    }
-
-    /// Plan, rewrite and commit (or only plan, for a dry run).
-    pub async fn execute(self) -> Result<CompactionOutcome> {
-        self.rewrite().await?.commit().await
+        }
     }
 }
+
+/// A rewrite task's answer: the group and what rewriting it gave.
+type Joined = std::result::Result<(FileGroup, Result<RewrittenGroup>), tokio::task::JoinError>;
 
 /// Groups rewritten and waiting to commit (their files are written, the table is unchanged).
 #[derive(Debug)]
 pub struct RewrittenCompaction<'a> {
     catalog: &'a Catalog,
+    table: TableId,
+    options: CompactOptions,
     run: RunOptions,
     clock: Arc<dyn Clock>,
     base: LoadedTable,
@@ -435,20 +443,9 @@ impl RewrittenCompaction<'_> {
     }
 
     /// Commit the groups in up to `max_commits` batches, validating every attempt.
-    pub async fn commit(self) -> Result<CompactionOutcome> {
-        let plan = (*self.plan).clone();
-        let mut outcome = CompactionOutcome {
-            table: plan.table.clone(),
-            base_snapshot_id: plan.base_snapshot_id,
-            dry_run: self.run.dry_run,
-            groups: Vec::new(),
-            snapshot_ids: Vec::new(),
-            codec: self.rewritten.first().map(|r| r.codec.clone()),
-            codec_defaulted: self.rewritten.first().is_some_and(|r| r.codec_defaulted),
-            duration_ms: 0,
-            plan,
-        };
+    pub async fn commit(mut self) -> Result<CompactionOutcome> {
         if self.run.dry_run {
+            let mut outcome = self.empty_outcome();
             outcome.groups = outcome
                 .plan
                 .groups
@@ -458,51 +455,200 @@ impl RewrittenCompaction<'_> {
             outcome.duration_ms = self.started.elapsed().as_millis() as u64;
             return Ok(outcome);
         }
-        let mut results = self.failures.clone();
-        if !self.rewritten.is_empty() {
-            let committer = self.catalog.committer()?;
-            let policy = match &self.run.retry {
-                Some(p) => p.clone(),
-                None => RetryPolicy::for_table(self.base.metadata.properties())?,
-            };
-            let per_commit = self.rewritten.len().div_ceil(self.run.max_commits).max(1);
-            let mut head = self.base.clone();
-            let mut pending = self.rewritten.clone();
-            while !pending.is_empty() {
-                let rest = pending.split_off(per_commit.min(pending.len()));
-                let batch = std::mem::replace(&mut pending, rest);
-                let done = self
-                    .commit_batch(committer.as_ref(), &mut head, batch, &policy)
-                    .await;
-                // A batch that failed to commit (retries spent, catalog unavailable) means the
-                // next ones would too: stop, and delete what they wrote.
-                let stop = done.iter().find_map(|g| match &g.status {
-                    GroupStatus::Failed { message, .. } => Some(message.clone()),
-                    _ => None,
-                });
-                if let Some(reason) = &stop {
-                    for g in std::mem::take(&mut pending) {
-                        let deleted = cleanup_group(&self.base, &g).await.is_ok();
-                        let e = Error::validation(format!(
-                            "not attempted: an earlier commit of this run failed ({reason})"
-                        ));
-                        results.push(rewritten_outcome(&g, failed(&e, deleted), 0));
-                    }
+        let mut loop_state = self.commit_loop()?;
+        let mut ready = std::mem::take(&mut self.rewritten);
+        self.commit_ready(&mut loop_state, &mut ready, true).await;
+        Ok(self.finish(loop_state))
+    }
+
+    fn empty_outcome(&self) -> CompactionOutcome {
+        CompactionOutcome {
+            table: self.plan.table.clone(),
+            base_snapshot_id: self.plan.base_snapshot_id,
+            dry_run: self.run.dry_run,
+            groups: Vec::new(),
+            snapshot_ids: Vec::new(),
+            codec: None,
+            codec_defaulted: false,
+            duration_ms: 0,
+            commit_ms: 0,
+            plan: (*self.plan).clone(),
+        }
+    }
+
+    /// Start a rewrite task per group (`parallel_groups` at once); their answers arrive on the
+    /// returned channel as they finish.
+    fn spawn_rewrites(&self) -> tokio::sync::mpsc::Receiver<Joined> {
+        let (tx, rx) = tokio::sync::mpsc::channel(self.plan.groups.len().max(1));
+        let tasks: Vec<_> = self
+            .plan
+            .groups
+            .iter()
+            .map(|g| {
+                let (base, plan, options, group) = (
+                    self.base.clone(),
+                    Arc::clone(&self.plan),
+                    self.options.clone(),
+                    g.clone(),
+                );
+                // One task per group: a group's writer encodes on the task that drives it, so
+                // groups polled together in one task would share a single core.
+                async move {
+                    tokio::spawn(async move {
+                        let res = rewrite_group(&base, &plan, &group, &options).await;
+                        (group, res)
+                    })
+                    .await
                 }
-                for g in &done {
-                    if let GroupStatus::Committed { snapshot_id } = g.status
-                        && !outcome.snapshot_ids.contains(&snapshot_id)
-                    {
-                        outcome.snapshot_ids.push(snapshot_id);
-                    }
+            })
+            .collect();
+        let parallel = self.run.parallel_groups;
+        // The driver keeps starting groups while the caller commits finished ones. It never
+        // stops early: a started task always runs to its answer, so its files are accounted for.
+        tokio::spawn(async move {
+            let mut results = futures::stream::iter(tasks).buffer_unordered(parallel);
+            while let Some(joined) = results.next().await {
+                if tx.send(joined).await.is_err() {
+                    break;
                 }
-                results.extend(done);
+            }
+        });
+        rx
+    }
+
+    /// Take in one finished rewrite: the group to commit, or `None` when it failed (its outcome
+    /// is recorded and its files are deleted).
+    async fn absorb(&mut self, joined: Joined) -> Result<Option<RewrittenGroup>> {
+        let (group, res) = joined.map_err(|e| {
+            Error::Internal(format!("compaction task panicked or was cancelled: {e}"))
+        })?;
+        match res {
+            Ok(r) => match r.check_rows() {
+                Ok(()) => Ok(Some(r)),
+                Err(e) => {
+                    let deleted = cleanup_group(&self.base, &r).await.is_ok();
+                    self.failures
+                        .push(group_outcome(&group, failed(&e, deleted)));
+                    Ok(None)
+                }
+            },
+            // rewrite_group deletes what it wrote before it returns an error.
+            Err(e) => {
+                tracing::warn!(table = %self.table, group = group.id, error = %e, "group rewrite failed");
+                self.failures.push(group_outcome(&group, failed(&e, true)));
+                Ok(None)
             }
         }
+    }
+
+    /// The commit loop's starting state.
+    fn commit_loop(&self) -> Result<CommitLoop> {
+        let policy = match &self.run.retry {
+            Some(p) => p.clone(),
+            None => RetryPolicy::for_table(self.base.metadata.properties())?,
+        };
+        Ok(CommitLoop {
+            committer: self.catalog.committer()?,
+            policy,
+            per_commit: self.plan.groups.len().div_ceil(self.run.max_commits).max(1),
+            head: self.base.clone(),
+            checked: Checked {
+                table: self.base.clone(),
+                removed_deletes: BTreeSet::new(),
+            },
+            stopped: None,
+            results: Vec::new(),
+            snapshot_ids: Vec::new(),
+            codec: None,
+            commit_ms: 0,
+        })
+    }
+
+    /// Commit `ready` groups in batches of the loop's batch size; with `flush`, also the last,
+    /// smaller batch.
+    async fn commit_ready(
+        &self,
+        st: &mut CommitLoop,
+        ready: &mut Vec<RewrittenGroup>,
+        flush: bool,
+    ) {
+        let started = Instant::now();
+        ready.sort_by_key(|g| g.group_id);
+        while ready.len() >= st.per_commit || (flush && !ready.is_empty()) {
+            let rest = ready.split_off(st.per_commit.min(ready.len()));
+            let batch = std::mem::replace(ready, rest);
+            if st.codec.is_none() {
+                st.codec = batch.first().map(|g| (g.codec.clone(), g.codec_defaulted));
+            }
+            if let Some(reason) = &st.stopped {
+                // A batch that failed to commit (retries spent, catalog unavailable) means the
+                // next ones would too: delete what they wrote.
+                for g in batch {
+                    let deleted = cleanup_group(&self.base, &g).await.is_ok();
+                    let e = Error::validation(format!(
+                        "not attempted: an earlier commit of this run failed ({reason})"
+                    ));
+                    st.results
+                        .push(rewritten_outcome(&g, failed(&e, deleted), 0));
+                }
+                continue;
+            }
+            let staged_on = st.head.metadata.current_snapshot_id();
+            let batch_deletes: Vec<String> = batch
+                .iter()
+                .flat_map(|g| g.removed_delete_files.iter().cloned())
+                .collect();
+            let done = self
+                .commit_batch(
+                    st.committer.as_ref(),
+                    &mut st.head,
+                    &st.checked,
+                    batch,
+                    &st.policy,
+                )
+                .await;
+            let landed_on_checked = st.head.metadata.current_snapshot().is_some_and(|s| {
+                done.iter().any(|g| {
+                    matches!(g.status, GroupStatus::Committed { snapshot_id } if snapshot_id == s.snapshot_id())
+                }) && s.parent_snapshot_id() == staged_on
+                    && staged_on == st.checked.table.metadata.current_snapshot_id()
+            });
+            if landed_on_checked {
+                // Every pending group is still committable on our own snapshot: it sits
+                // directly on the checked one and touched only this batch's files.
+                st.checked.table = st.head.clone();
+                st.checked.removed_deletes.extend(batch_deletes);
+            }
+            st.stopped = done.iter().find_map(|g| match &g.status {
+                GroupStatus::Failed { message, .. } => Some(message.clone()),
+                _ => None,
+            });
+            for g in &done {
+                if let GroupStatus::Committed { snapshot_id } = g.status
+                    && !st.snapshot_ids.contains(&snapshot_id)
+                {
+                    st.snapshot_ids.push(snapshot_id);
+                }
+            }
+            st.results.extend(done);
+        }
+        st.commit_ms += started.elapsed().as_millis() as u64;
+    }
+
+    fn finish(&self, st: CommitLoop) -> CompactionOutcome {
+        let mut outcome = self.empty_outcome();
+        let mut results = self.failures.clone();
+        results.extend(st.results);
         results.sort_by_key(|g| g.group_id);
         outcome.groups = results;
+        outcome.snapshot_ids = st.snapshot_ids;
+        if let Some((codec, defaulted)) = st.codec {
+            outcome.codec = Some(codec);
+            outcome.codec_defaulted = defaulted;
+        }
+        outcome.commit_ms = st.commit_ms;
         outcome.duration_ms = self.started.elapsed().as_millis() as u64;
-        Ok(outcome)
+        outcome
     }
 
     /// Commit one batch of rewritten groups on the latest head, validating every attempt.
@@ -514,6 +660,7 @@ impl RewrittenCompaction<'_> {
         &self,
         committer: &dyn CatalogCommitter,
         head: &mut LoadedTable,
+        checked: &Checked,
         mut groups: Vec<RewrittenGroup>,
         policy: &RetryPolicy,
     ) -> Vec<GroupOutcome> {
@@ -526,12 +673,14 @@ impl RewrittenCompaction<'_> {
         };
         loop {
             // Validate against the head: only groups whose files are untouched may commit.
-            if head.metadata.current_snapshot_id() != plan.base_snapshot_id {
+            let on_checked =
+                head.metadata.current_snapshot_id() == checked.table.metadata.current_snapshot_id();
+            if !on_checked {
                 let replaced: BTreeSet<String> = groups
                     .iter()
                     .flat_map(|g| g.removed_data_files.iter().cloned())
                     .collect();
-                let conflicts = match validate_rewrite(s0, head, &replaced).await {
+                let conflicts = match validate_rewrite(&checked.table, head, &replaced).await {
                     Ok(c) => c,
                     Err(e) => {
                         out.extend(self.fail_all(s0, groups, &e, true).await);
@@ -569,7 +718,16 @@ impl RewrittenCompaction<'_> {
                 .iter()
                 .flat_map(|g| g.removed_delete_files.iter().cloned())
                 .collect();
-            let deletes = match live_subset(head, &deletes).await {
+            let deletes = if on_checked {
+                // Live at the checked snapshot unless this run already removed them.
+                Ok(deletes
+                    .into_iter()
+                    .filter(|d| !checked.removed_deletes.contains(d))
+                    .collect())
+            } else {
+                live_subset(head, &deletes).await
+            };
+            let deletes = match deletes {
                 Ok(d) => d,
                 Err(e) => {
                     out.extend(self.fail_all(s0, groups, &e, true).await);
@@ -663,6 +821,33 @@ impl RewrittenCompaction<'_> {
         }
         out
     }
+}
+
+/// The state of a run's commits across batches.
+struct CommitLoop {
+    committer: Arc<dyn CatalogCommitter>,
+    policy: RetryPolicy,
+    /// Groups per commit (`max_commits` batches at most).
+    per_commit: usize,
+    /// The table as this run last saw it.
+    head: LoadedTable,
+    checked: Checked,
+    /// Why the run stopped committing, once a batch failed.
+    stopped: Option<String>,
+    results: Vec<GroupOutcome>,
+    snapshot_ids: Vec<i64>,
+    /// Codec of the files written (and whether Cryo chose it).
+    codec: Option<(String, bool)>,
+    commit_ms: u64,
+}
+
+/// The snapshot every pending group has been validated against: the run's base, or a snapshot
+/// this run committed directly on top of a checked one.
+struct Checked {
+    /// The table at that snapshot.
+    table: LoadedTable,
+    /// Delete files this run removed in its own commits on top of it.
+    removed_deletes: BTreeSet<String>,
 }
 
 /// The committed snapshot's summary must count the rows the rewrite counted.
