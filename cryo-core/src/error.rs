@@ -105,6 +105,17 @@ pub enum Error {
         message: String,
     },
 
+    /// A destructive operation refused to run because it could lose data: a location shared
+    /// with another table, a retention window under the safety floor, garbage collection turned
+    /// off by the table. Nothing was changed; a person has to decide.
+    #[error("refused on {table}: {reason}")]
+    Refused {
+        /// Table the operation was asked to clean.
+        table: String,
+        /// Why, naming what is at risk (the other table, the window, the property).
+        reason: String,
+    },
+
     /// A bug in Cryo.
     #[error("internal error: {0} (this is a bug in Cryo; please report it)")]
     Internal(String),
@@ -132,6 +143,7 @@ impl Error {
             Error::Unsupported { .. } => "unsupported",
             Error::Render { .. } => "render",
             Error::CommitConflict { .. } => "commit_conflict",
+            Error::Refused { .. } => "refused",
             Error::Internal(_) => "internal",
         }
     }
