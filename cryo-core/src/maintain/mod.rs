@@ -10,3 +10,12 @@ pub mod manifests;
 pub mod missing;
 pub mod orphans;
 pub mod position_deletes;
+
+pub use missing::{
+    FindMissingFiles, FindMissingFilesOptions, MissingFile, MissingFilesOutcome, MissingKind,
+    SnapshotDamage, UnreadableFile, find_missing_files,
+};
+pub use orphans::{
+    DeleteFailure, FileUri, OrphanFile, PrefixConflict, PrefixMismatchMode, RemoveOrphanFiles,
+    RemoveOrphanFilesOptions, RemoveOrphanFilesOutcome, SharedLocationMode, remove_orphan_files,
+};
