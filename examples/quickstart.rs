@@ -6,9 +6,10 @@
 //! ```
 //!
 //! Scanning, grading, planning and rendering read metadata only. The plan is written to
-//! `<dir>/plan.json`. The last step runs the plan's compaction of the worst table on Cryo's native
-//! engine (a `replace` commit any Iceberg engine reads) and grades it again; the next run rebuilds
-//! the decayed lake.
+//! `<dir>/plan.json`. The last step runs the whole plan on Cryo's native engine: first as a dry
+//! run (what would change), then for real under per-table locks, with a receipt for every
+//! decision in `<dir>/receipts.jsonl`, and grades the fleet again. The next run rebuilds the
+//! decayed lake.
 
 #![allow(
     clippy::print_stdout,
@@ -17,23 +18,25 @@
 )]
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::sync::Arc;
 use std::time::Instant;
 
 use cryo_core::clock::SystemClock;
-use cryo_core::compact::{CompactOptions, Compaction};
 use cryo_core::demo::{DemoOptions, create_demo_lake};
+use cryo_core::govern::LocalLocks;
 use cryo_core::grade::HealthReport;
 use cryo_core::grade::{GradeOptions, grade};
-use cryo_core::ops::Operation;
+use cryo_core::maintain::MaintenanceRun;
 use cryo_core::plan::MaintenancePlan;
 use cryo_core::plan::{PlanOptions, plan_fleet};
+use cryo_core::receipt::{JsonLinesLog, ReceiptStatus};
 use cryo_core::render::{
     SparkDialect, SparkOptions, TrinoDialect, TrinoOptions, Version, render_plan,
 };
+use cryo_core::scan::TableScan;
 use cryo_core::scan::{FleetScanOptions, scan_fleet};
-use cryo_core::scan::{ScanOptions, TableScan, scan_table};
 use cryo_core::{Catalog, Result, report};
 
 /// The engines the rendered SQL targets: a recent Trino and Spark 3.5 with Iceberg 1.10.
@@ -125,83 +128,70 @@ async fn run(dir: PathBuf) -> Result<()> {
         println!("==== SQL for {title} ====");
         println!("{}", rendered.to_script());
     }
-    compact_worst(&lake.catalog, &plan, &graded).await?;
+    maintain(&lake.catalog, &dir, &plan, &graded).await?;
     println!("done in {:.2} s", started.elapsed().as_secs_f64());
     Ok(())
 }
 
-/// Run the plan's compaction of the worst table on the native engine and show its grade move.
-async fn compact_worst(
+/// Run the whole plan on the native engine: first as a dry run (what would change), then for
+/// real under table locks, with receipts in `receipts.jsonl`; then grade the fleet again.
+async fn maintain(
     catalog: &Catalog,
+    dir: &Path,
     plan: &MaintenancePlan,
     graded: &[(TableScan, HealthReport)],
 ) -> Result<()> {
-    let Some((table, step)) = plan.tables.iter().find_map(|t| {
-        t.steps
-            .iter()
-            .find(|s| s.operation == Operation::RewriteDataFiles)
-            .map(|s| (t, s))
-    }) else {
-        return Ok(());
-    };
-    let before = graded
-        .iter()
-        .find(|(s, _)| s.table == table.table)
-        .map(|(_, r)| r.clone());
+    println!("==== maintenance run, dry run (the default): what would change ====");
+    let dry = MaintenanceRun::new(catalog, plan).execute().await?;
+    print!("{}", report::receipts_text(&dry.receipts));
+    println!();
+    println!("==== maintenance run on the native engine ====");
+    let log = JsonLinesLog::new(dir.join("receipts.jsonl"));
+    let run = MaintenanceRun::new(catalog, plan)
+        .dry_run(false)
+        .with_locks(Arc::new(LocalLocks::new(dir.join("locks"))))
+        .with_receipt_log(log.clone())
+        .execute()
+        .await?;
+    print!("{}", report::receipts_text(&run.receipts));
     println!(
-        "==== native compaction of {} (the worst table) ====",
-        table.table
+        "{} receipts ({} succeeded, {} dry run, {} skipped, {} deferred, {} failed) appended to {}\n",
+        run.receipts.len(),
+        run.count(ReceiptStatus::Succeeded),
+        run.count(ReceiptStatus::DryRun),
+        run.count(ReceiptStatus::Skipped),
+        run.count(ReceiptStatus::Deferred),
+        run.count(ReceiptStatus::Failed),
+        log.path().display()
     );
-    let mut outcome = None;
-    for chunk in &step.chunks {
-        let run = Compaction::new(catalog, table.table.clone())
-            .with_options(CompactOptions::from_step(step, chunk)?)
-            .execute()
-            .await?;
-        println!(
-            "chunk {}: {} groups committed ({} conflicted, {} failed), {} data files / {} -> {} files / {}, {} deleted rows applied, {} delete files removed, snapshots {:?}, {} ms{}",
-            chunk.index,
-            run.committed_groups(),
-            run.conflicted_groups(),
-            run.failed_groups(),
-            run.files_in(),
-            report::bytes(run.bytes_in()),
-            run.files_out(),
-            report::bytes(run.bytes_out()),
-            run.rows_deleted(),
-            run.delete_files_removed(),
-            run.snapshot_ids,
-            run.duration_ms,
-            if run.codec_defaulted {
-                format!(
-                    " (the table sets no codec: wrote {})",
-                    run.codec.clone().unwrap_or_default()
-                )
-            } else {
-                String::new()
-            },
-        );
-        outcome = Some(run);
+    let fleet = scan_fleet(catalog, &FleetScanOptions::default(), &SystemClock).await?;
+    let mut after = Vec::new();
+    for scan in &fleet.tables {
+        after.push(grade(scan, &GradeOptions::default(), fleet.scanned_at_ms)?);
     }
-    if outcome.is_some() {
-        let scan = scan_table(catalog, &table.table, &ScanOptions::default(), &SystemClock).await?;
-        let after = grade(&scan, &GradeOptions::default(), scan.scanned_at_ms)?;
-        if let Some(before) = before {
+    println!("==== the fleet after the run ====");
+    print!("{}", report::fleet_table(&fleet.tables, &after));
+    println!();
+    for (scan, before) in graded {
+        if let Some((now, r)) = fleet
+            .tables
+            .iter()
+            .zip(&after)
+            .find(|(s, _)| s.table == scan.table)
+        {
             println!(
-                "{}: grade {} ({}) -> {} ({}); data files {} -> {}",
-                table.table,
+                "{}: grade {} ({}) -> {} ({}); data files {} -> {}, snapshots {} -> {}",
+                scan.table,
                 before.grade,
                 before.score,
-                after.grade,
-                after.score,
-                graded
-                    .iter()
-                    .find(|(s, _)| s.table == table.table)
-                    .map_or(0, |(s, _)| s.data_files.count),
-                scan.data_files.count
+                r.grade,
+                r.score,
+                scan.data_files.count,
+                now.data_files.count,
+                scan.snapshots.count,
+                now.snapshots.count
             );
         }
-        println!("{}", report::health_report(&after));
     }
     Ok(())
 }

@@ -241,6 +241,43 @@ pub fn plan_text(plan: &MaintenancePlan) -> String {
     out
 }
 
+/// One line per receipt: table, operation, status, files and bytes before → after, reason.
+pub fn receipts_text(receipts: &[crate::receipt::Receipt]) -> String {
+    let mut out = String::new();
+    for r in receipts {
+        let op = r.operation.map_or("-", crate::ops::Operation::as_str);
+        let change = match (r.before, r.after) {
+            (Some(b), Some(a)) if a.files > 0 || a.bytes > 0 => format!(
+                "{} files / {} -> {} files / {}",
+                b.files,
+                bytes(b.bytes),
+                a.files,
+                bytes(a.bytes)
+            ),
+            (Some(b), _) if b.files > 0 => format!("{} files / {}", b.files, bytes(b.bytes)),
+            _ => String::new(),
+        };
+        let _ = write!(
+            out,
+            "  {:<22} {:<26} {:<9}",
+            r.table.to_string(),
+            op,
+            r.status.as_str()
+        );
+        if !change.is_empty() {
+            let _ = write!(out, " {change}");
+        }
+        if let Some(ms) = r.duration_ms {
+            let _ = write!(out, " ({ms} ms)");
+        }
+        if let Some(reason) = &r.reason {
+            let _ = write!(out, " - {reason}");
+        }
+        out.push('\n');
+    }
+    out
+}
+
 /// Errors of a fleet scan, one per line.
 pub fn scan_errors(fleet: &FleetScan) -> String {
     let mut out = String::new();

@@ -10,6 +10,7 @@ pub mod manifests;
 pub mod missing;
 pub mod orphans;
 pub mod position_deletes;
+pub mod run;
 
 pub use missing::{
     FindMissingFiles, FindMissingFilesOptions, MissingFile, MissingFilesOutcome, MissingKind,
@@ -18,4 +19,8 @@ pub use missing::{
 pub use orphans::{
     DeleteFailure, FileUri, OrphanFile, PrefixConflict, PrefixMismatchMode, RemoveOrphanFiles,
     RemoveOrphanFilesOptions, RemoveOrphanFilesOutcome, SharedLocationMode, remove_orphan_files,
+};
+pub use run::{
+    MaintenanceOptions, MaintenanceOutcome, MaintenanceRun, NATIVE_ENGINE, controls_from_receipts,
+    run_plan,
 };

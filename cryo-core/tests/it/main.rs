@@ -11,6 +11,7 @@ mod compact_bench;
 mod compact_run;
 mod demo_lake;
 mod golden;
+mod maintain_run;
 mod orphans;
 mod peers_scan;
 mod pipeline;
