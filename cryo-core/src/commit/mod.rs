@@ -67,7 +67,13 @@ pub use committer::{CatalogCommitter, HadoopCommitter, SqlCommitter, TableChange
 pub use create::NewTable;
 pub(crate) use create::{create_hadoop_table, create_sql_table};
 pub use files::{LiveFile, live_files};
-pub use producer::{CommitOutcome, SnapshotProducer, StagedSnapshot, certainly_not_committed};
+pub(crate) use files::{read_manifest, read_manifest_list};
+pub(crate) use producer::manifest_size_model;
+pub use producer::{
+    CommitOutcome, ENTRIES_PROCESSED, ExistingEntry, MANIFESTS_CREATED, MANIFESTS_KEPT,
+    MANIFESTS_REPLACED, NewManifest, SnapshotProducer, StagedSnapshot, certainly_not_committed,
+    existing_entries,
+};
 pub use rest::RestCommitter;
 pub use retry::{CommitRetry, RetryPolicy};
 pub use validate::{

@@ -30,6 +30,7 @@ use crate::error::{Error, Result};
 /// | [`new`](Self::new) | no | yes | `delete` (`RowDelta`, `DeleteFiles`) |
 /// | [`new`](Self::new) | yes | yes | `overwrite` |
 /// | [`replace`](Self::replace) | any | removes data and/or delete files | `replace` (`RewriteFiles`) |
+/// | [`rewrite_manifests`](Self::rewrite_manifests) | no | no: the same files in other manifests | `replace` (`RewriteManifests`) |
 ///
 /// New data files and new delete files go to separate new manifests (format v2+ keeps deletes in
 /// delete manifests; v1 has no delete files); their sequence numbers are inherited from the
@@ -66,9 +67,69 @@ pub struct SnapshotProducer {
     removed_deletes: BTreeSet<String>,
     replace: bool,
     data_sequence_number: Option<i64>,
+    /// Explicit data sequence numbers of added delete files, by path (a position-delete rewrite).
+    delete_sequence_numbers: HashMap<String, i64>,
+    /// Set for a manifest rewrite: manifests replaced and the manifests written in their place.
+    manifest_rewrite: Option<ManifestRewrite>,
     properties: HashMap<String, String>,
     clock: Arc<dyn Clock>,
 }
+
+/// What a manifest rewrite replaces and writes (see [`SnapshotProducer::rewrite_manifests`]).
+#[derive(Debug, Clone, Default)]
+struct ManifestRewrite {
+    replaced: BTreeSet<String>,
+    new: Vec<NewManifest>,
+}
+
+/// A live manifest entry as a rewritten manifest carries it: status `EXISTING`, with the
+/// snapshot id and the data and file sequence numbers it was committed with (and, on v3, the
+/// `first_row_id` it inherited, made explicit).
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct ExistingEntry {
+    /// The file (data or delete), with its partition tuple and metrics.
+    pub file: DataFile,
+    /// Snapshot that added the file.
+    pub snapshot_id: i64,
+    /// Data sequence number.
+    pub sequence_number: i64,
+    /// File sequence number.
+    pub file_sequence_number: i64,
+}
+
+/// One manifest a [manifest rewrite](SnapshotProducer::rewrite_manifests) writes: `entries`
+/// (all of one content type and one partition spec), in the order given.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct NewManifest {
+    /// Data or delete manifest.
+    pub content: ManifestContentType,
+    /// Partition spec of every entry.
+    pub spec_id: i32,
+    /// The entries, written as `EXISTING`.
+    pub entries: Vec<ExistingEntry>,
+}
+
+impl NewManifest {
+    /// A manifest of `content` and spec `spec_id` holding `entries`.
+    pub fn new(content: ManifestContentType, spec_id: i32, entries: Vec<ExistingEntry>) -> Self {
+        Self {
+            content,
+            spec_id,
+            entries,
+        }
+    }
+}
+
+/// The summary keys of a manifest rewrite (Java's `SnapshotSummary` constants).
+pub const MANIFESTS_CREATED: &str = "manifests-created";
+/// Manifests of the parent carried over unchanged.
+pub const MANIFESTS_KEPT: &str = "manifests-kept";
+/// Manifests of the parent replaced by the new ones.
+pub const MANIFESTS_REPLACED: &str = "manifests-replaced";
+/// Live entries moved from the replaced manifests into the new ones.
+pub const ENTRIES_PROCESSED: &str = "entries-processed";
 
 /// A snapshot written to storage (manifests, manifest list) but not yet committed.
 #[derive(Debug, Clone)]
@@ -129,6 +190,8 @@ impl SnapshotProducer {
             removed_deletes: BTreeSet::new(),
             replace: false,
             data_sequence_number: None,
+            delete_sequence_numbers: HashMap::new(),
+            manifest_rewrite: None,
             properties: HashMap::new(),
             clock: clock::system(),
         }
@@ -147,6 +210,42 @@ impl SnapshotProducer {
             replace: true,
             ..Self::new(base)
         }
+    }
+
+    /// A producer for a manifest rewrite on `base` (Java's `RewriteManifests`): a `replace`
+    /// snapshot that adds and removes no file, only lists the same live files in other
+    /// manifests. Name what it replaces and writes with
+    /// [`replace_manifests`](Self::replace_manifests).
+    ///
+    /// Staging checks that every replaced manifest is listed by `base`'s current snapshot and
+    /// that the new manifests hold exactly as many entries as the replaced ones hold live
+    /// files (Java's `validateFilesCounts`); manifests not replaced are carried over as they
+    /// are, after the new ones. The summary carries the totals over and counts
+    /// `manifests-created`, `manifests-kept`, `manifests-replaced` and `entries-processed`.
+    pub fn rewrite_manifests(base: &LoadedTable) -> Self {
+        Self {
+            replace: true,
+            manifest_rewrite: Some(ManifestRewrite::default()),
+            ..Self::new(base)
+        }
+    }
+
+    /// In a [manifest rewrite](Self::rewrite_manifests): drop the manifests at `replaced` (paths
+    /// as the manifest list names them) and write `manifests` instead.
+    #[must_use]
+    pub fn replace_manifests(
+        mut self,
+        replaced: impl IntoIterator<Item = impl Into<String>>,
+        manifests: impl IntoIterator<Item = NewManifest>,
+    ) -> Self {
+        let rewrite = self
+            .manifest_rewrite
+            .get_or_insert_with(ManifestRewrite::default);
+        rewrite
+            .replaced
+            .extend(replaced.into_iter().map(Into::into));
+        rewrite.new.extend(manifests);
+        self
     }
 
     /// Add data files.
@@ -204,6 +303,26 @@ impl SnapshotProducer {
         self
     }
 
+    /// In a [`replace`](Self::replace) that removes delete files: add delete files with an
+    /// explicit data sequence number, so that they apply to the same data files as the delete
+    /// files they replace and to no newer ones (Java's `RewriteFiles::addFile(file, seq)`, with
+    /// the highest data sequence number of the replaced delete files).
+    ///
+    /// It must not exceed the table's last sequence number. Ignored on format v1.
+    #[must_use]
+    pub fn add_delete_files_with_sequence_number(
+        mut self,
+        files: impl IntoIterator<Item = DataFile>,
+        sequence_number: i64,
+    ) -> Self {
+        for f in files {
+            self.delete_sequence_numbers
+                .insert(f.file_path().to_string(), sequence_number);
+            self.added_deletes.push(f);
+        }
+        self
+    }
+
     /// Add a property to the snapshot summary (computed figures cannot be overridden).
     #[must_use]
     pub fn set_snapshot_property(
@@ -229,6 +348,25 @@ impl SnapshotProducer {
 
     /// The operation the snapshot will record.
     pub fn operation(&self) -> Result<Operation> {
+        if let Some(rewrite) = &self.manifest_rewrite {
+            if !(self.added_data.is_empty()
+                && self.added_deletes.is_empty()
+                && self.removed_data.is_empty()
+                && self.removed_deletes.is_empty())
+            {
+                return Err(Error::validation(format!(
+                    "{}: a manifest rewrite adds and removes no files",
+                    self.base.id
+                )));
+            }
+            if rewrite.replaced.is_empty() {
+                return Err(Error::validation(format!(
+                    "{}: a manifest rewrite must replace at least one manifest",
+                    self.base.id
+                )));
+            }
+            return Ok(Operation::Replace);
+        }
         if self.replace {
             if self.removed_data.is_empty() && self.removed_deletes.is_empty() {
                 return Err(Error::validation(format!(
@@ -381,6 +519,23 @@ impl SnapshotProducer {
                 "{table}: a replace may add delete files only when it removes delete files"
             )));
         }
+        if !self.delete_sequence_numbers.is_empty() {
+            if !self.replace || self.removed_deletes.is_empty() {
+                return Err(Error::validation(format!(
+                    "{table}: explicit data sequence numbers of delete files are only meaningful in a replace that removes delete files"
+                )));
+            }
+            if let Some((path, seq)) = self
+                .delete_sequence_numbers
+                .iter()
+                .find(|(_, seq)| **seq < 0 || **seq > md.last_sequence_number())
+            {
+                return Err(Error::validation(format!(
+                    "{table}: data sequence number {seq} of {path} is outside the table's sequence numbers (0..={})",
+                    md.last_sequence_number()
+                )));
+            }
+        }
         if let Some(path) = self.removed_data.intersection(&self.removed_deletes).next() {
             return Err(Error::validation(format!(
                 "{table}: {path} is removed both as a data file and as a delete file"
@@ -402,6 +557,9 @@ impl SnapshotProducer {
         operation: Operation,
         written: &mut Vec<String>,
     ) -> Result<StagedSnapshot> {
+        if let Some(rewrite) = &self.manifest_rewrite {
+            return self.stage_manifest_rewrite(rewrite, written).await;
+        }
         let md = self.base.metadata.as_ref();
         let table = self.base.id.to_string();
         let parent = md.current_snapshot();
@@ -513,6 +671,17 @@ impl SnapshotProducer {
             // A negative sequence number leaves it null: inherited from this snapshot, so
             // delete files added here apply to older data only. The file sequence number is
             // always this snapshot's.
+            let seq = match content {
+                ManifestContentType::Deletes
+                    if self.base.metadata.format_version() > FormatVersion::V1 =>
+                {
+                    self.delete_sequence_numbers
+                        .get(f.file_path())
+                        .copied()
+                        .unwrap_or(seq)
+                }
+                _ => seq,
+            };
             writer
                 .add_file(f.clone(), seq)
                 .map_err(|e| iceberg_error(&table, "add file to manifest", e))?;
@@ -821,6 +990,158 @@ impl SnapshotProducer {
         Ok(next_row_id.map(|next| (first_row_id, next - first_row_id)))
     }
 
+    /// Stage a manifest rewrite: the new manifests first, then the base's other manifests as
+    /// they are; no file is added or removed.
+    async fn stage_manifest_rewrite(
+        &self,
+        rewrite: &ManifestRewrite,
+        written: &mut Vec<String>,
+    ) -> Result<StagedSnapshot> {
+        let md = self.base.metadata.as_ref();
+        let table = self.base.id.to_string();
+        let Some(parent) = md.current_snapshot() else {
+            return Err(Error::validation(format!(
+                "{table}: a table without snapshots has no manifests to rewrite"
+            )));
+        };
+        let base_manifests = read_manifest_list(&self.base, parent).await?;
+        let (replaced, kept): (Vec<ManifestFile>, Vec<ManifestFile>) = base_manifests
+            .into_iter()
+            .partition(|m| rewrite.replaced.contains(&m.manifest_path));
+        if replaced.len() != rewrite.replaced.len() {
+            let listed: HashSet<&str> = replaced.iter().map(|m| m.manifest_path.as_str()).collect();
+            let missing: Vec<&String> = rewrite
+                .replaced
+                .iter()
+                .filter(|p| !listed.contains(p.as_str()))
+                .take(5)
+                .collect();
+            return Err(Error::validation(format!(
+                "{table}: cannot replace manifests snapshot {} does not list: {missing:?}",
+                parent.snapshot_id()
+            )));
+        }
+        let mut live_replaced: u64 = 0;
+        for mf in &replaced {
+            live_replaced += match (mf.added_files_count, mf.existing_files_count) {
+                (Some(a), Some(e)) => u64::from(a) + u64::from(e),
+                // Writers that left the counts out: count the live entries themselves.
+                _ => read_manifest(&self.base, mf)
+                    .await?
+                    .entries()
+                    .iter()
+                    .filter(|e| e.is_alive())
+                    .count() as u64,
+            };
+        }
+        let entries: u64 = rewrite.new.iter().map(|m| m.entries.len() as u64).sum();
+        if entries != live_replaced {
+            return Err(Error::validation(format!(
+                "{table}: replaced and created manifests must have the same number of live files: {entries} (new), {live_replaced} (replaced)"
+            )));
+        }
+        let mut names = ManifestNames {
+            snapshot_id: new_snapshot_id(md),
+            commit_uuid: uuid::Uuid::new_v4(),
+            next: 0,
+        };
+        let mut manifests = Vec::new();
+        for m in rewrite.new.iter().filter(|m| !m.entries.is_empty()) {
+            let spec = md.partition_spec_by_id(m.spec_id).cloned().ok_or_else(|| {
+                Error::validation(format!(
+                    "{table}: a new manifest uses unknown partition spec {}",
+                    m.spec_id
+                ))
+            })?;
+            let (path, mut writer) =
+                self.new_manifest_writer(&mut names, m.content, Some(&spec))?;
+            written.push(path);
+            for e in &m.entries {
+                let fits = match m.content {
+                    ManifestContentType::Data => e.file.content_type() == DataContentType::Data,
+                    ManifestContentType::Deletes => e.file.content_type() != DataContentType::Data,
+                };
+                if !fits {
+                    return Err(Error::validation(format!(
+                        "{table}: {} cannot go into a {} manifest (data and delete manifests never mix)",
+                        e.file.file_path(),
+                        m.content
+                    )));
+                }
+                writer
+                    .add_existing_file(
+                        e.file.clone(),
+                        e.snapshot_id,
+                        e.sequence_number,
+                        Some(e.file_sequence_number),
+                    )
+                    .map_err(|err| iceberg_error(&table, "rewrite manifest", err))?;
+            }
+            manifests.push(
+                writer
+                    .write_manifest_file()
+                    .await
+                    .map_err(|e| iceberg_error(&table, "write manifest", e))?,
+            );
+        }
+        let created = manifests.len();
+        let kept_count = kept.len();
+        manifests.extend(kept);
+
+        let sequence_number = md.next_sequence_number();
+        let list_path = format!(
+            "{}/snap-{}-1-{}.avro",
+            metadata_dir(md),
+            names.snapshot_id,
+            names.commit_uuid
+        );
+        written.push(list_path.clone());
+        let row_range = self
+            .write_manifest_list(&list_path, names.snapshot_id, sequence_number, manifests)
+            .await?;
+
+        let mut properties = self.properties.clone();
+        for (key, value) in [
+            (MANIFESTS_CREATED, created as u64),
+            (MANIFESTS_KEPT, kept_count as u64),
+            (MANIFESTS_REPLACED, replaced.len() as u64),
+            (ENTRIES_PROCESSED, entries),
+        ] {
+            properties.insert(key.to_string(), value.to_string());
+        }
+        let summary = SummaryBuilder::new(Arc::clone(md.current_schema()), md.properties()).build(
+            Operation::Replace,
+            Some(parent.summary()),
+            &properties,
+        );
+        let builder = Snapshot::builder()
+            .with_snapshot_id(names.snapshot_id)
+            .with_parent_snapshot_id(Some(parent.snapshot_id()))
+            .with_sequence_number(sequence_number)
+            .with_timestamp_ms(self.clock.now_ms())
+            .with_manifest_list(list_path)
+            .with_summary(summary)
+            .with_schema_id(md.current_schema_id());
+        let snapshot = match row_range {
+            // No data manifest is new with added rows: the range is empty, but v3 wants one.
+            Some((first_row_id, added_rows)) => {
+                builder.with_row_range(first_row_id, added_rows).build()
+            }
+            None => builder.build(),
+        };
+        let changes = commit_changes(&table, md, &snapshot)?;
+        Ok(StagedSnapshot {
+            snapshot,
+            changes,
+            written_files: written.clone(),
+            added_data_files: 0,
+            added_delete_files: 0,
+            removed_data_files: 0,
+            removed_delete_files: 0,
+            base: self.base.clone(),
+        })
+    }
+
     fn new_manifest_writer(
         &self,
         names: &mut ManifestNames,
@@ -843,21 +1164,133 @@ impl SnapshotProducer {
             .new_output(&path)
             .map_err(|e| iceberg_error(&table, "create manifest", e))?;
         let spec = spec.unwrap_or_else(|| md.default_partition_spec());
-        let builder = ManifestWriterBuilder::new(
-            output,
-            Some(names.snapshot_id),
-            Arc::clone(md.current_schema()),
-            spec.as_ref().clone(),
-        );
-        let writer = match (md.format_version(), content) {
-            (FormatVersion::V1, _) => builder.build_v1(),
-            (FormatVersion::V2, ManifestContentType::Data) => builder.build_v2_data(),
-            (FormatVersion::V2, ManifestContentType::Deletes) => builder.build_v2_deletes(),
-            (FormatVersion::V3, ManifestContentType::Data) => builder.build_v3_data(),
-            (FormatVersion::V3, ManifestContentType::Deletes) => builder.build_v3_deletes(),
-        };
-        Ok((path, writer))
+        Ok((
+            path,
+            manifest_writer(md, output, names.snapshot_id, content, spec),
+        ))
     }
+}
+
+/// A manifest writer of the table's format version for `content` in `spec`.
+fn manifest_writer(
+    md: &TableMetadata,
+    output: iceberg::io::OutputFile,
+    snapshot_id: i64,
+    content: ManifestContentType,
+    spec: &PartitionSpecRef,
+) -> ManifestWriter {
+    let builder = ManifestWriterBuilder::new(
+        output,
+        Some(snapshot_id),
+        Arc::clone(md.current_schema()),
+        spec.as_ref().clone(),
+    );
+    match (md.format_version(), content) {
+        (FormatVersion::V1, _) => builder.build_v1(),
+        (FormatVersion::V2, ManifestContentType::Data) => builder.build_v2_data(),
+        (FormatVersion::V2, ManifestContentType::Deletes) => builder.build_v2_deletes(),
+        (FormatVersion::V3, ManifestContentType::Data) => builder.build_v3_data(),
+        (FormatVersion::V3, ManifestContentType::Deletes) => builder.build_v3_deletes(),
+    }
+}
+
+/// The live entries of manifest `mf` (read as `manifest`) as a rewritten manifest must carry
+/// them: `EXISTING`, with their snapshot id, data and file sequence numbers, and on v3 the
+/// `first_row_id` they inherit made explicit. `DELETED` entries are left out.
+pub fn existing_entries(
+    table: &LoadedTable,
+    mf: &ManifestFile,
+    manifest: &Manifest,
+) -> Result<Vec<ExistingEntry>> {
+    let name = table.id.to_string();
+    let mut row_ids = RowIdInheritance::new(mf);
+    let mut out = Vec::new();
+    for entry in manifest.entries() {
+        // Row ids are inherited in manifest order over every entry without one, DELETED
+        // entries included.
+        let first_row_id = row_ids.next(entry.data_file());
+        if !entry.is_alive() {
+            continue;
+        }
+        let seq = entry.sequence_number().ok_or_else(|| {
+            Error::metadata(
+                &name,
+                &mf.manifest_path,
+                "live entry without a sequence number",
+            )
+        })?;
+        let mut file = entry.data_file().clone();
+        if let Some(id) = first_row_id {
+            file = with_first_row_id(&name, &file, mf.partition_spec_id, id)?;
+        }
+        out.push(ExistingEntry {
+            file,
+            snapshot_id: entry.snapshot_id().unwrap_or(mf.added_snapshot_id),
+            sequence_number: seq,
+            // Writers before Java 1.0 left file sequence numbers null; the data sequence
+            // number is the best value the spec allows in their place.
+            file_sequence_number: entry.file_sequence_number.unwrap_or(seq),
+        });
+    }
+    Ok(out)
+}
+
+/// How many bytes manifests of `content` in spec `spec_id` take when Cryo writes them:
+/// `(fixed, per entry)`, measured by encoding `sample` (and its first entry alone) in memory —
+/// nothing is written to the table's storage. Manifests of other writers are often compressed,
+/// so their sizes do not predict Cryo's (upstream's writer does not compress).
+pub(crate) async fn manifest_size_model(
+    table: &LoadedTable,
+    content: ManifestContentType,
+    spec_id: i32,
+    sample: &[ExistingEntry],
+) -> Result<(u64, u64)> {
+    let md = table.metadata.as_ref();
+    let name = table.id.to_string();
+    let spec = md.partition_spec_by_id(spec_id).cloned().ok_or_else(|| {
+        Error::metadata(
+            &name,
+            "<partition-specs>",
+            format!("unknown partition spec {spec_id}"),
+        )
+    })?;
+    let Some(first) = sample.first() else {
+        return Ok((0, 0));
+    };
+    let mut sizes = Vec::new();
+    for entries in [std::slice::from_ref(first), sample] {
+        let path = format!("memory://cryo-sizing-{}/m.avro", uuid::Uuid::new_v4());
+        let output = table
+            .file_io
+            .new_output(&path)
+            .map_err(|e| iceberg_error(&name, "size a manifest", e))?;
+        let mut writer = manifest_writer(md, output, 0, content, &spec);
+        for e in entries {
+            writer
+                .add_existing_file(
+                    e.file.clone(),
+                    e.snapshot_id,
+                    e.sequence_number,
+                    Some(e.file_sequence_number),
+                )
+                .map_err(|err| iceberg_error(&name, "size a manifest", err))?;
+        }
+        let written = writer.write_manifest_file().await;
+        discard(&table.storage, &path).await;
+        let mf = written.map_err(|e| iceberg_error(&name, "size a manifest", e))?;
+        sizes.push(mf.manifest_length.max(0) as u64);
+        if sample.len() == 1 {
+            break;
+        }
+    }
+    Ok(match sizes.as_slice() {
+        [one, many] => {
+            let per = many.saturating_sub(*one) / (sample.len() as u64 - 1);
+            (one.saturating_sub(per), per.max(1))
+        }
+        [one] => (one / 2, one - one / 2),
+        _ => (0, 1),
+    })
 }
 
 /// Manifests read at once while looking for removed files.
