@@ -104,7 +104,7 @@ impl GroupDeletes {
 }
 
 /// Rows of a Parquet position delete file for the data files in `files`.
-async fn read_position_file(
+pub(crate) async fn read_position_file(
     table: &LoadedTable,
     del: &GroupDeleteFile,
     files: &HashSet<&str>,

@@ -133,3 +133,8 @@ pub use run::{
     compact,
 };
 pub use zorder::MAX_ZORDER_COLUMNS;
+
+// The position-delete rewrite (crate::maintain) reads delete files and names partitions as
+// compaction does.
+pub(crate) use deletes::read_position_file;
+pub(crate) use plan::PartitionPaths;

@@ -677,7 +677,7 @@ fn group_delete(d: &DeleteEntry) -> GroupDeleteFile {
 }
 
 /// Partition paths as the scanner and planner spell them (so plan chunks select groups).
-struct PartitionPaths {
+pub(crate) struct PartitionPaths {
     specs: HashMap<i32, SpecPaths>,
 }
 
@@ -688,7 +688,7 @@ struct SpecPaths {
 }
 
 impl PartitionPaths {
-    fn new(md: &TableMetadata) -> Self {
+    pub(crate) fn new(md: &TableMetadata) -> Self {
         // A spec may reference a column dropped later: look the source up in every schema.
         let schemas: Vec<&Schema> = std::iter::once(md.current_schema().as_ref())
             .chain(md.schemas_iter().map(AsRef::as_ref))
@@ -727,7 +727,7 @@ impl PartitionPaths {
         Self { specs }
     }
 
-    fn path(&self, spec_id: i32, data: &Struct) -> String {
+    pub(crate) fn path(&self, spec_id: i32, data: &Struct) -> String {
         self.specs.get(&spec_id).map_or_else(String::new, |s| {
             partition::path_of(&partition::tuple(
                 &s.fields,
