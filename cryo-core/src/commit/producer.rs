@@ -990,6 +990,74 @@ impl SnapshotProducer {
         Ok(next_row_id.map(|next| (first_row_id, next - first_row_id)))
     }
 
+    /// Live entries of `manifests`, from their counts (or their entries, when a writer left the
+    /// counts out).
+    async fn live_entry_count(&self, manifests: &[ManifestFile]) -> Result<u64> {
+        let mut live: u64 = 0;
+        for mf in manifests {
+            live += match (mf.added_files_count, mf.existing_files_count) {
+                (Some(a), Some(e)) => u64::from(a) + u64::from(e),
+                _ => read_manifest(&self.base, mf)
+                    .await?
+                    .entries()
+                    .iter()
+                    .filter(|e| e.is_alive())
+                    .count() as u64,
+            };
+        }
+        Ok(live)
+    }
+
+    /// Write the manifests of a manifest rewrite, their entries as `EXISTING`.
+    async fn write_new_manifests(
+        &self,
+        names: &mut ManifestNames,
+        new: &[NewManifest],
+        written: &mut Vec<String>,
+    ) -> Result<Vec<ManifestFile>> {
+        let md = self.base.metadata.as_ref();
+        let table = self.base.id.to_string();
+        let mut manifests = Vec::new();
+        for m in new.iter().filter(|m| !m.entries.is_empty()) {
+            let spec = md.partition_spec_by_id(m.spec_id).cloned().ok_or_else(|| {
+                Error::validation(format!(
+                    "{table}: a new manifest uses unknown partition spec {}",
+                    m.spec_id
+                ))
+            })?;
+            let (path, mut writer) = self.new_manifest_writer(names, m.content, Some(&spec))?;
+            written.push(path);
+            for e in &m.entries {
+                let fits = match m.content {
+                    ManifestContentType::Data => e.file.content_type() == DataContentType::Data,
+                    ManifestContentType::Deletes => e.file.content_type() != DataContentType::Data,
+                };
+                if !fits {
+                    return Err(Error::validation(format!(
+                        "{table}: {} cannot go into a {} manifest (data and delete manifests never mix)",
+                        e.file.file_path(),
+                        m.content
+                    )));
+                }
+                writer
+                    .add_existing_file(
+                        e.file.clone(),
+                        e.snapshot_id,
+                        e.sequence_number,
+                        Some(e.file_sequence_number),
+                    )
+                    .map_err(|err| iceberg_error(&table, "rewrite manifest", err))?;
+            }
+            manifests.push(
+                writer
+                    .write_manifest_file()
+                    .await
+                    .map_err(|e| iceberg_error(&table, "write manifest", e))?,
+            );
+        }
+        Ok(manifests)
+    }
+
     /// Stage a manifest rewrite: the new manifests first, then the base's other manifests as
     /// they are; no file is added or removed.
     async fn stage_manifest_rewrite(
@@ -1021,19 +1089,7 @@ impl SnapshotProducer {
                 parent.snapshot_id()
             )));
         }
-        let mut live_replaced: u64 = 0;
-        for mf in &replaced {
-            live_replaced += match (mf.added_files_count, mf.existing_files_count) {
-                (Some(a), Some(e)) => u64::from(a) + u64::from(e),
-                // Writers that left the counts out: count the live entries themselves.
-                _ => read_manifest(&self.base, mf)
-                    .await?
-                    .entries()
-                    .iter()
-                    .filter(|e| e.is_alive())
-                    .count() as u64,
-            };
-        }
+        let live_replaced = self.live_entry_count(&replaced).await?;
         let entries: u64 = rewrite.new.iter().map(|m| m.entries.len() as u64).sum();
         if entries != live_replaced {
             return Err(Error::validation(format!(
@@ -1045,45 +1101,9 @@ impl SnapshotProducer {
             commit_uuid: uuid::Uuid::new_v4(),
             next: 0,
         };
-        let mut manifests = Vec::new();
-        for m in rewrite.new.iter().filter(|m| !m.entries.is_empty()) {
-            let spec = md.partition_spec_by_id(m.spec_id).cloned().ok_or_else(|| {
-                Error::validation(format!(
-                    "{table}: a new manifest uses unknown partition spec {}",
-                    m.spec_id
-                ))
-            })?;
-            let (path, mut writer) =
-                self.new_manifest_writer(&mut names, m.content, Some(&spec))?;
-            written.push(path);
-            for e in &m.entries {
-                let fits = match m.content {
-                    ManifestContentType::Data => e.file.content_type() == DataContentType::Data,
-                    ManifestContentType::Deletes => e.file.content_type() != DataContentType::Data,
-                };
-                if !fits {
-                    return Err(Error::validation(format!(
-                        "{table}: {} cannot go into a {} manifest (data and delete manifests never mix)",
-                        e.file.file_path(),
-                        m.content
-                    )));
-                }
-                writer
-                    .add_existing_file(
-                        e.file.clone(),
-                        e.snapshot_id,
-                        e.sequence_number,
-                        Some(e.file_sequence_number),
-                    )
-                    .map_err(|err| iceberg_error(&table, "rewrite manifest", err))?;
-            }
-            manifests.push(
-                writer
-                    .write_manifest_file()
-                    .await
-                    .map_err(|e| iceberg_error(&table, "write manifest", e))?,
-            );
-        }
+        let mut manifests = self
+            .write_new_manifests(&mut names, &rewrite.new, written)
+            .await?;
         let created = manifests.len();
         let kept_count = kept.len();
         manifests.extend(kept);

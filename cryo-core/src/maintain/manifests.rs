@@ -386,14 +386,13 @@ struct Planned {
 pub(crate) fn cmp_partitions(a: &Struct, b: &Struct) -> Ordering {
     for (x, y) in a.iter().zip(b.iter()) {
         let o = match (x, y) {
-            (None, None) => Ordering::Equal,
-            (None, Some(_)) => Ordering::Less,
-            (Some(_), None) => Ordering::Greater,
             (Some(Literal::Primitive(x)), Some(Literal::Primitive(y))) => {
                 x.partial_cmp(y).unwrap_or(Ordering::Equal)
             }
+            (None, Some(_)) => Ordering::Less,
+            (Some(_), None) => Ordering::Greater,
             // Partition values are primitive; anything else compares equal.
-            (Some(_), Some(_)) => Ordering::Equal,
+            (None, None) | (Some(_), Some(_)) => Ordering::Equal,
         };
         if o != Ordering::Equal {
             return o;
@@ -529,18 +528,12 @@ fn overlapping(members: &[ReadManifest]) -> BTreeSet<usize> {
     out
 }
 
-/// Decide the manifests of one group to replace, and cut their entries into new manifests.
-async fn plan_group(
-    table: &LoadedTable,
-    kind: ManifestKind,
-    spec_id: i32,
-    members: Vec<ReadManifest>,
-    target: u64,
-) -> Result<Option<(ManifestGroup, Vec<NewManifest>)>> {
+/// Which manifests of one group to replace, and why (indices into `members`; empty: none).
+fn choose(members: &[ReadManifest], target: u64) -> (BTreeSet<usize>, Vec<Vec<ReplaceReason>>) {
     // Cutting `n` target-sized manifests' worth into `n` equal pieces leaves none under half the
     // target, so what a rewrite writes is not small the next time.
     let small = target / 2;
-    let overlap = overlapping(&members);
+    let overlap = overlapping(members);
     let mut reasons: Vec<Vec<ReplaceReason>> = vec![Vec::new(); members.len()];
     for (i, m) in members.iter().enumerate() {
         let length = m.mf.manifest_length.max(0) as u64;
@@ -577,7 +570,7 @@ async fn plan_group(
         }
     }
     if chosen.is_empty() {
-        return Ok(None);
+        return (chosen, reasons);
     }
     // The new manifests span the chosen entries' range: a kept manifest overlapping it would
     // overlap them, so it joins (until nothing more does).
@@ -618,6 +611,21 @@ async fn plan_group(
         }
     }
 
+    (chosen, reasons)
+}
+
+/// Decide the manifests of one group to replace, and cut their entries into new manifests.
+async fn plan_group(
+    table: &LoadedTable,
+    kind: ManifestKind,
+    spec_id: i32,
+    members: Vec<ReadManifest>,
+    target: u64,
+) -> Result<Option<(ManifestGroup, Vec<NewManifest>)>> {
+    let (chosen, reasons) = choose(&members, target);
+    if chosen.is_empty() {
+        return Ok(None);
+    }
     let mut entries: Vec<ExistingEntry> = chosen
         .iter()
         .flat_map(|i| members[*i].entries.iter().cloned())

@@ -12,6 +12,11 @@ pub mod orphans;
 pub mod position_deletes;
 pub mod run;
 
+pub use manifests::{
+    ManifestGroup, ManifestKind, ManifestRewritePlan, PreparedManifestRewrite, ReplaceReason,
+    ReplacedManifest, RewriteManifests, RewriteManifestsOptions, RewriteManifestsOutcome,
+    RewriteManifestsStatus, plan_manifest_rewrite, rewrite_manifests,
+};
 pub use missing::{
     FindMissingFiles, FindMissingFilesOptions, MissingFile, MissingFilesOutcome, MissingKind,
     SnapshotDamage, UnreadableFile, find_missing_files,
@@ -23,4 +28,10 @@ pub use orphans::{
 pub use run::{
     MaintenanceOptions, MaintenanceOutcome, MaintenanceRun, NATIVE_ENGINE, controls_from_receipts,
     run_plan,
+};
+pub use position_deletes::{
+    DeleteGroupOutcome, DeleteGroupStatus, PlannedDeleteFile, PositionDeleteGroup,
+    PositionDeletePlan, PreparedPositionDeleteRewrite, RewritePositionDeletes,
+    RewritePositionDeletesOptions, RewritePositionDeletesOutcome, SkippedDeletes,
+    plan_position_delete_rewrite, rewrite_position_deletes,
 };

@@ -12,6 +12,8 @@ mod compact_run;
 mod demo_lake;
 mod golden;
 mod maintain_run;
+mod maintain_manifests;
+mod maintain_position_deletes;
 mod orphans;
 mod peers_scan;
 mod pipeline;

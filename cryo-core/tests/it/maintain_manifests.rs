@@ -595,9 +595,9 @@ async fn a_concurrent_append_is_kept_and_a_lost_manifest_aborts() {
         on_disk,
         "the aborted attempt's manifests are gone"
     );
-    let last = catalog.load_table(&id).await.unwrap();
+    let final_head = catalog.load_table(&id).await.unwrap();
     assert_eq!(
-        last.metadata.current_snapshot_id(),
+        final_head.metadata.current_snapshot_id(),
         other.snapshot_ids.first().copied()
     );
 }
