@@ -493,11 +493,11 @@ fn overlaps(a: &(Struct, Struct), b: &(Struct, Struct)) -> bool {
 /// current run of overlapping manifests: a manifest that overlaps it joins the run, one that
 /// starts at or after its end starts a new run. Every member of a run of two or more overlaps
 /// another member, and every overlapping pair ends up in one run.
-fn overlapping(members: &[ReadManifest]) -> BTreeSet<usize> {
-    let mut order: Vec<(usize, &(Struct, Struct))> = members
+fn overlapping(ranges: &[Option<&(Struct, Struct)>]) -> BTreeSet<usize> {
+    let mut order: Vec<(usize, &(Struct, Struct))> = ranges
         .iter()
         .enumerate()
-        .filter_map(|(i, m)| m.range.as_ref().map(|r| (i, r)))
+        .filter_map(|(i, r)| r.map(|r| (i, r)))
         .collect();
     order.sort_by(|(_, x), (_, y)| {
         cmp_partitions(&x.0, &y.0).then_with(|| cmp_partitions(&x.1, &y.1))
@@ -533,7 +533,7 @@ fn choose(members: &[ReadManifest], target: u64) -> (BTreeSet<usize>, Vec<Vec<Re
     // Cutting `n` target-sized manifests' worth into `n` equal pieces leaves none under half the
     // target, so what a rewrite writes is not small the next time.
     let small = target / 2;
-    let overlap = overlapping(members);
+    let overlap = overlapping(&members.iter().map(|m| m.range.as_ref()).collect::<Vec<_>>());
     let mut reasons: Vec<Vec<ReplaceReason>> = vec![Vec::new(); members.len()];
     for (i, m) in members.iter().enumerate() {
         let length = m.mf.manifest_length.max(0) as u64;
@@ -923,4 +923,71 @@ pub async fn rewrite_manifests(
         .with_options(options.clone())
         .execute()
         .await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn day(d: i32) -> Struct {
+        Struct::from_iter([Some(Literal::int(d))])
+    }
+
+    fn ranges(r: &[(i32, i32)]) -> Vec<(Struct, Struct)> {
+        r.iter().map(|(a, b)| (day(*a), day(*b))).collect()
+    }
+
+    fn flagged(r: &[(i32, i32)]) -> Vec<usize> {
+        let r = ranges(r);
+        overlapping(&r.iter().map(Some).collect::<Vec<_>>())
+            .into_iter()
+            .collect()
+    }
+
+    #[test]
+    fn partitions_order_nulls_first() {
+        let null = Struct::from_iter([None]);
+        assert_eq!(cmp_partitions(&null, &day(0)), Ordering::Less);
+        assert_eq!(cmp_partitions(&day(2), &day(10)), Ordering::Less);
+        assert_eq!(cmp_partitions(&day(3), &day(3)), Ordering::Equal);
+        let two =
+            |a: i32, b: &str| Struct::from_iter([Some(Literal::int(a)), Some(Literal::string(b))]);
+        assert_eq!(
+            cmp_partitions(&two(1, "b"), &two(1, "a")),
+            Ordering::Greater
+        );
+        assert_eq!(cmp_partitions(&two(0, "z"), &two(1, "a")), Ordering::Less);
+    }
+
+    #[test]
+    fn overlap_is_more_than_a_shared_end_point() {
+        // Sorted chunks that meet at an end point, single-partition manifests, disjoint ones.
+        assert!(flagged(&[(0, 5), (5, 9), (9, 9), (12, 12), (12, 12)]).is_empty());
+        // A single partition where a wider one starts or ends: no overlap either.
+        assert!(flagged(&[(5, 5), (5, 9), (9, 9)]).is_empty());
+        // Inside another's range, or crossing it.
+        assert_eq!(flagged(&[(0, 9), (3, 3)]), [0, 1]);
+        assert_eq!(flagged(&[(20, 30), (0, 5), (4, 8), (40, 41)]), [1, 2]);
+        // A chain: each overlaps the next.
+        assert_eq!(flagged(&[(0, 4), (3, 7), (6, 9), (9, 12)]), [0, 1, 2]);
+        // Hidden behind a wide one.
+        assert_eq!(flagged(&[(0, 100), (10, 20), (30, 40)]), [0, 1, 2]);
+    }
+
+    #[test]
+    fn options_are_validated() {
+        let o = RewriteManifestsOptions::default();
+        assert!(o.validate().is_ok());
+        assert!(!o.dry_run, "a manifest rewrite deletes nothing");
+        let tiny = RewriteManifestsOptions {
+            target_size_bytes: Some(100),
+            ..RewriteManifestsOptions::default()
+        };
+        assert!(matches!(tiny.validate(), Err(Error::Validation { .. })));
+        let o: RewriteManifestsOptions =
+            serde_json::from_str(r#"{"target_size_bytes": 65536, "dry_run": true}"#).unwrap();
+        assert_eq!(o.target_size_bytes, Some(65536));
+        assert!(o.rewrite_delete_manifests);
+        assert!(serde_json::from_str::<RewriteManifestsOptions>(r#"{"target": 1}"#).is_err());
+    }
 }
