@@ -5,7 +5,8 @@
 //!
 //! ```text
 //! load S0 ─▶ live files ─▶ per partition of the position-delete files (Parquet only):
-//!              dangling by metadata (referenced file / file_path bounds / partition) ─▶ remove
+//!              dangling by metadata (referenced file / file_path bounds / partition), or a lone
+//!              small file whose rows name no live data file it applies to (read) ─▶ remove
 //!              small (< ¾ of write.delete.target-file-size-bytes), ≥ min_input_files ─▶ combine
 //!           ─▶ PositionDeletePlan (the dry run's answer)
 //!           ─▶ read the rows that still apply (live data file, same partition, not newer than
@@ -484,7 +485,8 @@ fn delete_target_size(table: &LoadedTable) -> Result<u64> {
     }
 }
 
-/// Plan a position-delete rewrite of `table`'s current snapshot (reads its manifests only).
+/// Plan a position-delete rewrite of `table`'s current snapshot (reads its manifests, and a
+/// partition's lone small delete file when only its rows can tell whether it still applies).
 pub async fn plan_position_delete_rewrite(
     table: &LoadedTable,
     options: &RewritePositionDeletesOptions,
@@ -562,7 +564,18 @@ async fn plan(table: &LoadedTable, options: &RewritePositionDeletesOptions) -> R
         }
     }
     let mut inputs = Vec::new();
-    for (partition, (mut small_files, dangling)) in by_partition {
+    for (partition, (mut small_files, mut dangling)) in by_partition {
+        if options.remove_dangling
+            && small_files.len() == 1
+            && small_files.len() < options.min_input_files
+            && small_files[0].live.file.referenced_data_file().is_none()
+            && applicable_rows(table, &small_files[0]).await?.is_empty()
+        {
+            // A lone small file its metadata cannot place (its `file_path` bounds span a live
+            // file, e.g. one a compaction wrote at the delete's sequence number): it is read, and
+            // removed when none of its rows names a file it applies to.
+            dangling.append(&mut small_files);
+        }
         let mut why_not: Option<String> = None;
         if small_files.len() < options.min_input_files {
             if !small_files.is_empty() {
@@ -935,21 +948,7 @@ async fn read_group(
 ) -> Result<BTreeMap<String, Vec<i64>>> {
     let mut out: BTreeMap<String, roaring::RoaringTreemap> = BTreeMap::new();
     for c in files {
-        let f = &c.live.file;
-        let del = GroupDeleteFile {
-            path: f.file_path().to_string(),
-            kind: DeleteKind::Position,
-            size_bytes: f.file_size_in_bytes(),
-            records: f.record_count(),
-            spec_id: c.live.spec_id,
-            data_sequence_number: c.seq,
-            equality_ids: Vec::new(),
-            referenced_data_file: f.referenced_data_file(),
-            content_offset: None,
-            content_size_in_bytes: None,
-        };
-        let targets: HashSet<&str> = c.targets.iter().map(String::as_str).collect();
-        for (path, set) in read_position_file(base, &del, &targets).await? {
+        for (path, set) in applicable_rows(base, c).await? {
             *out.entry(path).or_default() |= set;
         }
     }
@@ -966,6 +965,28 @@ async fn read_group(
             Ok((path, positions))
         })
         .collect()
+}
+
+/// The rows of one position-delete file that apply to a live data file (one of its targets).
+async fn applicable_rows(
+    base: &LoadedTable,
+    c: &DeleteCandidate,
+) -> Result<HashMap<String, roaring::RoaringTreemap>> {
+    let f = &c.live.file;
+    let del = GroupDeleteFile {
+        path: f.file_path().to_string(),
+        kind: DeleteKind::Position,
+        size_bytes: f.file_size_in_bytes(),
+        records: f.record_count(),
+        spec_id: c.live.spec_id,
+        data_sequence_number: c.seq,
+        equality_ids: Vec::new(),
+        referenced_data_file: f.referenced_data_file(),
+        content_offset: None,
+        content_size_in_bytes: None,
+    };
+    let targets: HashSet<&str> = c.targets.iter().map(String::as_str).collect();
+    read_position_file(base, &del, &targets).await
 }
 
 async fn delete_files(base: &LoadedTable, r: &Rewritten) -> bool {
