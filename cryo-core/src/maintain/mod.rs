@@ -12,6 +12,11 @@ pub mod orphans;
 pub mod position_deletes;
 pub mod run;
 
+pub use expire::{
+    DeleteFailure as ExpiryDeleteFailure, ExpireOptions, ExpireOutcome, ExpireSnapshots,
+    ExpiredFile, ExpiredFileKind, FilesByKind, History, Retention, SnapshotSelection,
+    expire_snapshots, select_snapshots,
+};
 pub use manifests::{
     ManifestGroup, ManifestKind, ManifestRewritePlan, PreparedManifestRewrite, ReplaceReason,
     ReplacedManifest, RewriteManifests, RewriteManifestsOptions, RewriteManifestsOutcome,
@@ -25,13 +30,13 @@ pub use orphans::{
     DeleteFailure, FileUri, OrphanFile, PrefixConflict, PrefixMismatchMode, RemoveOrphanFiles,
     RemoveOrphanFilesOptions, RemoveOrphanFilesOutcome, SharedLocationMode, remove_orphan_files,
 };
-pub use run::{
-    MaintenanceOptions, MaintenanceOutcome, MaintenanceRun, NATIVE_ENGINE, controls_from_receipts,
-    run_plan,
-};
 pub use position_deletes::{
     DeleteGroupOutcome, DeleteGroupStatus, PlannedDeleteFile, PositionDeleteGroup,
     PositionDeletePlan, PreparedPositionDeleteRewrite, RewritePositionDeletes,
     RewritePositionDeletesOptions, RewritePositionDeletesOutcome, SkippedDeletes,
     plan_position_delete_rewrite, rewrite_position_deletes,
+};
+pub use run::{
+    MaintenanceOptions, MaintenanceOutcome, MaintenanceRun, NATIVE_ENGINE, controls_from_receipts,
+    run_plan,
 };
