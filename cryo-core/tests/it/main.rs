@@ -10,6 +10,7 @@ mod compact;
 mod compact_bench;
 mod compact_run;
 mod demo_lake;
+mod expire;
 mod golden;
 mod maintain_run;
 mod maintain_manifests;
