@@ -21,7 +21,10 @@ use std::time::Instant;
 
 use serde::{Deserialize, Serialize};
 
+use super::expire::{ExpireOptions, ExpireSnapshots};
+use super::manifests::{RewriteManifests, RewriteManifestsOptions};
 use super::orphans::{RemoveOrphanFiles, RemoveOrphanFilesOptions};
+use super::position_deletes::{RewritePositionDeletes, RewritePositionDeletesOptions};
 use crate::catalog::{Catalog, TableId};
 use crate::clock::{Clock, SystemClock};
 use crate::compact::{CompactOptions, Compaction, RunOptions as CompactRunOptions};
@@ -430,54 +433,25 @@ impl<'a> MaintenanceRun<'a> {
         };
         match &step.params {
             StepParams::RewriteDataFiles { .. } => self.compact(table, step, done).await,
+            StepParams::RewritePositionDeletes { min_input_files } => {
+                self.position_deletes(table, *min_input_files, done).await
+            }
+            StepParams::RewriteManifests {
+                target_manifest_size_bytes,
+            } => {
+                self.manifests(table, *target_manifest_size_bytes, done)
+                    .await
+            }
+            StepParams::ExpireSnapshots {
+                older_than_ms,
+                retain_last,
+                ..
+            } => self.expire(table, *older_than_ms, *retain_last, done).await,
             StepParams::RemoveOrphanFiles {
                 older_than_ms,
                 dry_run: step_dry_run,
                 ..
-            } => {
-                let dry = dry_run || *step_dry_run;
-                let o = RemoveOrphanFiles::new(self.catalog, table.clone())
-                    .with_options(RemoveOrphanFilesOptions {
-                        dry_run: dry,
-                        older_than_ms: Some(*older_than_ms),
-                        ..RemoveOrphanFilesOptions::default()
-                    })
-                    .with_clock(Arc::clone(&self.clock))
-                    .execute()
-                    .await?;
-                let mut details = BTreeMap::new();
-                details.insert("orphan_files".into(), (o.orphans.len() as u64).into());
-                details.insert("orphan_bytes".into(), o.orphan_bytes.into());
-                details.insert("deleted_files".into(), o.deleted_files.into());
-                details.insert("delete_failures".into(), (o.failures.len() as u64).into());
-                details.insert("older_than_ms".into(), o.older_than_ms.into());
-                let status = if !o.failures.is_empty() {
-                    ReceiptStatus::Failed
-                } else if dry {
-                    ReceiptStatus::DryRun
-                } else {
-                    ReceiptStatus::Succeeded
-                };
-                let reason = if dry && !dry_run {
-                    Some("the plan's orphan step is a dry run (plan with orphan dry_run off to delete)".to_string())
-                } else if !o.failures.is_empty() {
-                    Some(format!(
-                        "{} orphan files could not be deleted",
-                        o.failures.len()
-                    ))
-                } else {
-                    None
-                };
-                Ok(StepResult {
-                    status,
-                    reason,
-                    before: o.before(),
-                    after: o.after(),
-                    snapshot_before: o.snapshot_id_before,
-                    snapshots_after: o.snapshot_ids.clone(),
-                    details,
-                })
-            }
+            } => self.orphans(table, *older_than_ms, *step_dry_run).await,
             StepParams::ConvertEqualityDeletes {} | StepParams::ComputeStatistics { .. } => {
                 Ok(StepResult {
                     status: ReceiptStatus::Skipped,
@@ -492,11 +466,194 @@ impl<'a> MaintenanceRun<'a> {
                     details: BTreeMap::new(),
                 })
             }
-            other => Err(Error::unsupported(format!(
-                "{} is not wired into the native maintenance run",
-                other.operation()
-            ))),
         }
+    }
+
+    /// `rewrite_position_deletes`.
+    async fn position_deletes(
+        &self,
+        table: &TableId,
+        min_input_files: u32,
+        done: ReceiptStatus,
+    ) -> Result<StepResult> {
+        let dry_run = self.options.dry_run;
+        let o = RewritePositionDeletes::new(self.catalog, table.clone())
+            .with_options(RewritePositionDeletesOptions {
+                dry_run,
+                min_input_files: min_input_files as usize,
+                ..RewritePositionDeletesOptions::default()
+            })
+            .with_clock(Arc::clone(&self.clock))
+            .execute()
+            .await?;
+        let mut details = BTreeMap::new();
+        details.insert("files_combined".into(), o.files_combined().into());
+        details.insert("files_dangling".into(), o.files_dangling().into());
+        details.insert("files_added".into(), o.files_added().into());
+        details.insert("rows_dropped".into(), o.rows_dropped().into());
+        details.insert("conflicted_groups".into(), o.conflicted_groups().into());
+        details.insert("failed_groups".into(), o.failed_groups().into());
+        let groups = o.groups.len();
+        let (status, reason) = if !dry_run && groups > 0 && o.committed_groups() == 0 {
+            (
+                ReceiptStatus::Failed,
+                Some(format!(
+                    "no group committed ({} conflicted, {} failed)",
+                    o.conflicted_groups(),
+                    o.failed_groups()
+                )),
+            )
+        } else {
+            (done, None)
+        };
+        Ok(StepResult {
+            status,
+            reason,
+            before: o.before(),
+            after: o.after(),
+            snapshot_before: o.base_snapshot_id,
+            snapshots_after: o.snapshot_ids.clone(),
+            details,
+        })
+    }
+
+    /// `rewrite_manifests`.
+    async fn manifests(
+        &self,
+        table: &TableId,
+        target_manifest_size_bytes: u64,
+        done: ReceiptStatus,
+    ) -> Result<StepResult> {
+        let dry_run = self.options.dry_run;
+        let o = RewriteManifests::new(self.catalog, table.clone())
+            .with_options(RewriteManifestsOptions {
+                dry_run,
+                target_size_bytes: Some(target_manifest_size_bytes),
+                ..RewriteManifestsOptions::default()
+            })
+            .with_clock(Arc::clone(&self.clock))
+            .execute()
+            .await?;
+        let mut details = BTreeMap::new();
+        details.insert("manifests_replaced".into(), o.manifests_replaced.into());
+        details.insert("manifests_created".into(), o.manifests_created.into());
+        details.insert("manifests_kept".into(), o.manifests_kept.into());
+        details.insert("entries_processed".into(), o.entries_processed.into());
+        details.insert("retries".into(), o.retries.into());
+        Ok(StepResult {
+            status: done,
+            reason: None,
+            before: o.before(),
+            after: o.after(),
+            snapshot_before: o.base_snapshot_id,
+            snapshots_after: o.snapshot_ids.clone(),
+            details,
+        })
+    }
+
+    /// `expire_snapshots`.
+    async fn expire(
+        &self,
+        table: &TableId,
+        older_than_ms: i64,
+        retain_last: u32,
+        done: ReceiptStatus,
+    ) -> Result<StepResult> {
+        let dry_run = self.options.dry_run;
+        let o = ExpireSnapshots::new(self.catalog, table.clone())
+            .with_options(ExpireOptions {
+                dry_run,
+                older_than_ms: Some(older_than_ms),
+                retain_last: Some(retain_last),
+                ..ExpireOptions::default()
+            })
+            .with_clock(Arc::clone(&self.clock))
+            .execute()
+            .await?;
+        let mut details = BTreeMap::new();
+        details.insert(
+            "expired_snapshots".into(),
+            o.expired_snapshot_ids.len().into(),
+        );
+        details.insert("removed_refs".into(), o.removed_refs.len().into());
+        details.insert("delete_failures".into(), o.failures.len().into());
+        details.insert("retries".into(), o.retries.into());
+        let reason = if o.failures.is_empty() && o.cleanup_error.is_none() {
+            None
+        } else {
+            Some(format!(
+                "expired; {} unreachable files could not be deleted{}",
+                o.failures.len(),
+                o.cleanup_error
+                    .as_ref()
+                    .map(|e| format!(" ({e})"))
+                    .unwrap_or_default()
+            ))
+        };
+        Ok(StepResult {
+            status: done,
+            reason,
+            before: o.before(),
+            after: o.after(),
+            snapshot_before: o.base_snapshot_id,
+            snapshots_after: o.snapshot_ids.clone(),
+            details,
+        })
+    }
+
+    /// `remove_orphan_files`: deletes only when neither the run nor the plan step is a dry run.
+    async fn orphans(
+        &self,
+        table: &TableId,
+        older_than_ms: i64,
+        step_dry_run: bool,
+    ) -> Result<StepResult> {
+        let dry_run = self.options.dry_run;
+        let dry = dry_run || step_dry_run;
+        let o = RemoveOrphanFiles::new(self.catalog, table.clone())
+            .with_options(RemoveOrphanFilesOptions {
+                dry_run: dry,
+                older_than_ms: Some(older_than_ms),
+                ..RemoveOrphanFilesOptions::default()
+            })
+            .with_clock(Arc::clone(&self.clock))
+            .execute()
+            .await?;
+        let mut details = BTreeMap::new();
+        details.insert("orphan_files".into(), (o.orphans.len() as u64).into());
+        details.insert("orphan_bytes".into(), o.orphan_bytes.into());
+        details.insert("deleted_files".into(), o.deleted_files.into());
+        details.insert("delete_failures".into(), (o.failures.len() as u64).into());
+        details.insert("older_than_ms".into(), o.older_than_ms.into());
+        let status = if !o.failures.is_empty() {
+            ReceiptStatus::Failed
+        } else if dry {
+            ReceiptStatus::DryRun
+        } else {
+            ReceiptStatus::Succeeded
+        };
+        let reason = if dry && !dry_run {
+            Some(
+                "the plan's orphan step is a dry run (plan with orphan dry_run off to delete)"
+                    .to_string(),
+            )
+        } else if !o.failures.is_empty() {
+            Some(format!(
+                "{} orphan files could not be deleted",
+                o.failures.len()
+            ))
+        } else {
+            None
+        };
+        Ok(StepResult {
+            status,
+            reason,
+            before: o.before(),
+            after: o.after(),
+            snapshot_before: o.snapshot_id_before,
+            snapshots_after: o.snapshot_ids.clone(),
+            details,
+        })
     }
 
     /// `rewrite_data_files`: each chunk of the step compacted on its own.
