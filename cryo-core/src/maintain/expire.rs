@@ -41,6 +41,7 @@
 //! orphan removal); a failed delete is reported, never fatal.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::hash::BuildHasherDefault;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -922,7 +923,19 @@ pub async fn expire_snapshots(
 /// What one manifest list says, reduced to what reachability needs.
 struct ListRead {
     bytes: u64,
-    manifests: Vec<ManifestRef>,
+    /// The manifest paths, one after the other (one allocation per list, not per entry).
+    arena: String,
+    manifests: Vec<ListedManifest>,
+}
+
+/// One entry of a manifest list, its path a range of the list's arena.
+struct ListedManifest {
+    hash: u64,
+    start: usize,
+    end: usize,
+    length: u64,
+    may_have_live: bool,
+    deletes: bool,
 }
 
 #[derive(Clone)]
@@ -1001,7 +1014,8 @@ async fn unreachable_files(
     let retained_list_keys: HashSet<String> = retained_lists.iter().map(|p| key(p)).collect();
 
     // 1. Manifest lists, both sides, each once.
-    let mut manifests: HashMap<String, (ManifestRef, bool, bool)> = HashMap::new(); // key → (ref, expired side, retained side)
+    // (manifest, listed by an expired snapshot, listed by a retained one), one per normalized path
+    let mut manifests: Vec<(ManifestRef, bool, bool)> = Vec::new();
     let mut list_candidates: Vec<ExpiredFile> = Vec::new();
     {
         let mut jobs: Vec<(String, bool)> = Vec::new();
@@ -1025,7 +1039,12 @@ async fn unreachable_files(
             })
         }))
         .buffer_unordered(concurrency);
-        let mut raw_to_key: HashMap<String, String> = HashMap::new();
+        // Thousands of lists repeat the same manifests: dedupe by a hash of the raw path (its
+        // bytes compared on a hit), and normalize each distinct path once.
+        let mut by_hash: HashMap<u64, Vec<usize>, BuildHasherDefault<IdHasher>> =
+            HashMap::default();
+        let mut raw: Vec<(String, usize)> = Vec::new(); // raw path → index into `manifests`
+        let mut by_key: HashMap<String, usize> = HashMap::new();
         while let Some(joined) = reads.next().await {
             let (path, expired_side, read) = joined
                 .map_err(|e| Error::Internal(format!("{name}: manifest list task failed: {e}")))?;
@@ -1047,15 +1066,31 @@ async fn unreachable_files(
                     bytes: read.bytes,
                 });
             }
-            for m in read.manifests {
-                let k = if let Some(k) = raw_to_key.get(&m.path) {
-                    k.clone()
+            for m in &read.manifests {
+                let text = &read.arena[m.start..m.end];
+                let slots = by_hash.entry(m.hash).or_default();
+                let idx = if let Some(r) = slots.iter().find(|r| raw[**r].0 == text) {
+                    raw[*r].1
                 } else {
-                    let k = key(&m.path);
-                    raw_to_key.insert(m.path.clone(), k.clone());
-                    k
+                    let k = key(text);
+                    let idx = *by_key.entry(k).or_insert_with(|| {
+                        manifests.push((
+                            ManifestRef {
+                                path: text.to_string(),
+                                length: m.length,
+                                may_have_live: m.may_have_live,
+                                deletes: m.deletes,
+                            },
+                            false,
+                            false,
+                        ));
+                        manifests.len() - 1
+                    });
+                    slots.push(raw.len());
+                    raw.push((text.to_string(), idx));
+                    idx
                 };
-                let slot = manifests.entry(k).or_insert_with(|| (m, false, false));
+                let slot = &mut manifests[idx];
                 if expired_side {
                     slot.1 = true;
                 } else {
@@ -1067,7 +1102,7 @@ async fn unreachable_files(
 
     // 2. Manifests only expired snapshots list: they go, and their live entries are candidates.
     let expired_only: Vec<ManifestRef> = manifests
-        .values()
+        .iter()
         .filter(|(_, e, r)| *e && !*r)
         .map(|(m, _, _)| m.clone())
         .collect();
@@ -1122,7 +1157,7 @@ async fn unreachable_files(
         }
         let by_name = Arc::new(by_name);
         let jobs: Vec<ManifestRef> = manifests
-            .values()
+            .iter()
             .filter(|(m, _, r)| {
                 *r && m.may_have_live && if m.deletes { want_deletes } else { want_data }
             })
@@ -1206,34 +1241,132 @@ async fn read_list(
         },
         other => other,
     })?;
-    let list = ManifestList::parse_with_version(&bytes, version).map_err(|e| {
+    match parse_list_fast(&bytes) {
+        Ok(read) => Ok(read),
+        Err(why) => {
+            tracing::debug!(table, path, why, "manifest list read by upstream's reader");
+            parse_list_upstream(table, path, &bytes, version)
+        }
+    }
+}
+
+fn parse_list_fast(bytes: &[u8]) -> std::result::Result<ListRead, String> {
+    let container = avro::open(bytes)?;
+    let mut arena = String::with_capacity(bytes.len() / 2);
+    let mut manifests = Vec::new();
+    container.for_each(|cur, fields| {
+        let (mut path, mut length, mut content, mut added, mut existing) =
+            (None, None, 0, None, None);
+        cur.record(fields, |f, cur| {
+            if avro::is(f, 500, &["manifest_path"]) {
+                path = Some(cur.leaf(&f.schema)?.str()?);
+            } else if avro::is(f, 501, &["manifest_length"]) {
+                length = cur.leaf(&f.schema)?.long();
+            } else if avro::is(f, 517, &["content"]) {
+                content = cur.leaf(&f.schema)?.long().unwrap_or(0);
+            } else if avro::is(f, 504, &["added_files_count", "added_data_files_count"]) {
+                added = cur.leaf(&f.schema)?.long();
+            } else if avro::is(
+                f,
+                505,
+                &["existing_files_count", "existing_data_files_count"],
+            ) {
+                existing = cur.leaf(&f.schema)?.long();
+            } else {
+                return Ok(false);
+            }
+            Ok(true)
+        })?;
+        let path = path.ok_or("a manifest list entry without manifest_path")?;
+        let start = arena.len();
+        arena.push_str(path);
+        manifests.push(ListedManifest {
+            hash: fnv1a(path.as_bytes()),
+            start,
+            end: arena.len(),
+            length: length.unwrap_or(0).max(0) as u64,
+            may_have_live: !matches!((added, existing), (Some(0), Some(0))),
+            deletes: content == 1,
+        });
+        Ok(())
+    })?;
+    Ok(ListRead {
+        bytes: bytes.len() as u64,
+        arena,
+        manifests,
+    })
+}
+
+fn parse_list_upstream(
+    table: &str,
+    path: &str,
+    bytes: &[u8],
+    version: iceberg::spec::FormatVersion,
+) -> Result<ListRead> {
+    let list = ManifestList::parse_with_version(bytes, version).map_err(|e| {
         Error::metadata(
             table,
             path,
             format!("corrupt manifest list: {}", e.message()),
         )
     })?;
-    let manifests = list
-        .consume_entries()
-        .into_iter()
-        .map(|m| ManifestRef {
+    let mut arena = String::new();
+    let mut manifests = Vec::new();
+    for m in list.entries() {
+        let start = arena.len();
+        arena.push_str(&m.manifest_path);
+        manifests.push(ListedManifest {
+            hash: fnv1a(m.manifest_path.as_bytes()),
+            start,
+            end: arena.len(),
+            length: m.manifest_length.max(0) as u64,
             may_have_live: !matches!(
                 (m.added_files_count, m.existing_files_count),
                 (Some(0), Some(0))
             ),
             deletes: m.content == iceberg::spec::ManifestContentType::Deletes,
-            length: m.manifest_length.max(0) as u64,
-            path: m.manifest_path,
-        })
-        .collect();
+        });
+    }
     Ok(ListRead {
         bytes: bytes.len() as u64,
+        arena,
         manifests,
     })
 }
 
-async fn read_manifest_file(storage: &ObjectStorage, table: &str, path: &str) -> Result<Manifest> {
-    let bytes = storage.read_all(path).await.map_err(|e| match e {
+/// 64-bit FNV-1a: a fast hash for deduplicating paths (hits are confirmed by comparing bytes).
+fn fnv1a(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, b| {
+        (h ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3)
+    })
+}
+
+/// A hasher for keys that are hashes already.
+#[derive(Default)]
+struct IdHasher(u64);
+
+impl std::hash::Hasher for IdHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for b in bytes {
+            self.0 = (self.0 << 8) ^ u64::from(*b);
+        }
+    }
+
+    fn write_u64(&mut self, v: u64) {
+        self.0 = v;
+    }
+}
+
+async fn read_manifest_bytes(
+    storage: &ObjectStorage,
+    table: &str,
+    path: &str,
+) -> Result<bytes::Bytes> {
+    storage.read_all(path).await.map_err(|e| match e {
         Error::Storage {
             message, source, ..
         } => Error::Metadata {
@@ -1243,24 +1376,104 @@ async fn read_manifest_file(storage: &ObjectStorage, table: &str, path: &str) ->
             source,
         },
         other => other,
+    })
+}
+
+/// Call `visit(path, kind, size)` for every live entry of a manifest.
+fn for_each_live(
+    table: &str,
+    path: &str,
+    bytes: &[u8],
+    mut visit: impl FnMut(&str, ExpiredFileKind, u64),
+) -> Result<()> {
+    match live_fast(bytes, &mut visit) {
+        Ok(()) => Ok(()),
+        Err(why) => {
+            tracing::debug!(table, path, why, "manifest read by upstream's reader");
+            let manifest = Manifest::parse_avro(bytes).map_err(|e| {
+                Error::metadata(table, path, format!("corrupt manifest: {}", e.message()))
+            })?;
+            for e in manifest.entries().iter().filter(|e| e.is_alive()) {
+                visit(
+                    e.file_path(),
+                    ExpiredFileKind::of_content(e.content_type()),
+                    e.file_size_in_bytes(),
+                );
+            }
+            Ok(())
+        }
+    }
+}
+
+/// [`for_each_live`] with the fast reader; visits nothing unless the whole file decodes.
+fn live_fast(
+    bytes: &[u8],
+    visit: &mut impl FnMut(&str, ExpiredFileKind, u64),
+) -> std::result::Result<(), String> {
+    let container = avro::open(bytes)?;
+    let mut live: Vec<(&str, i64, i64)> = Vec::new();
+    container.for_each(|cur, fields| {
+        let mut status = None;
+        let (mut file, mut content, mut size) = (None, 0, 0);
+        cur.record(fields, |f, cur| {
+            if avro::is(f, 0, &["status"]) {
+                status = cur.leaf(&f.schema)?.long();
+                Ok(true)
+            } else if avro::is(f, 2, &["data_file"]) {
+                let avro::Schema::Record(inner) = &f.schema else {
+                    return Err("data_file is not a record".to_string());
+                };
+                cur.record(inner, |g, cur| {
+                    if avro::is(g, 100, &["file_path"]) {
+                        file = Some(cur.leaf(&g.schema)?.str()?);
+                    } else if avro::is(g, 134, &["content"]) {
+                        content = cur.leaf(&g.schema)?.long().unwrap_or(0);
+                    } else if avro::is(g, 104, &["file_size_in_bytes"]) {
+                        size = cur.leaf(&g.schema)?.long().unwrap_or(0);
+                    } else {
+                        return Ok(false);
+                    }
+                    Ok(true)
+                })?;
+                Ok(true)
+            } else {
+                Ok(false)
+            }
+        })?;
+        let status = status.ok_or("a manifest entry without status")?;
+        let file = file.ok_or("a manifest entry without file_path")?;
+        if !(0..=2).contains(&status) || !(0..=2).contains(&content) {
+            return Err(format!("unknown status {status} or content {content}"));
+        }
+        // 0 EXISTING, 1 ADDED, 2 DELETED.
+        if status != 2 {
+            live.push((file, content, size));
+        }
+        Ok(())
     })?;
-    Manifest::parse_avro(&bytes)
-        .map_err(|e| Error::metadata(table, path, format!("corrupt manifest: {}", e.message())))
+    for (file, content, size) in live {
+        let kind = match content {
+            1 => ExpiredFileKind::PositionDeletes,
+            2 => ExpiredFileKind::EqualityDeletes,
+            _ => ExpiredFileKind::Data,
+        };
+        visit(file, kind, size.max(0) as u64);
+    }
+    Ok(())
 }
 
 /// The live entries of one manifest.
 async fn live_entries(storage: &ObjectStorage, table: &str, path: &str) -> Result<Vec<LiveEntry>> {
-    let manifest = read_manifest_file(storage, table, path).await?;
-    Ok(manifest
-        .entries()
-        .iter()
-        .filter(|e| e.is_alive())
-        .map(|e| LiveEntry {
-            path: e.file_path().to_string(),
-            kind: ExpiredFileKind::of_content(e.content_type()),
-            bytes: e.file_size_in_bytes(),
-        })
-        .collect())
+    let bytes = read_manifest_bytes(storage, table, path).await?;
+    let mut out = Vec::new();
+    for_each_live(table, path, &bytes, |file, kind, size| {
+        out.push(LiveEntry {
+            path: file.to_string(),
+            kind,
+            bytes: size,
+        });
+    })?;
+    Ok(out)
 }
 
 /// The candidate keys one retained manifest lists as live.
@@ -1270,17 +1483,17 @@ async fn reachable_candidates(
     path: &str,
     by_name: &HashMap<String, Vec<String>>,
 ) -> Result<Vec<String>> {
-    let manifest = read_manifest_file(storage, table, path).await?;
+    let bytes = read_manifest_bytes(storage, table, path).await?;
     let mut hits = Vec::new();
-    for e in manifest.entries().iter().filter(|e| e.is_alive()) {
+    for_each_live(table, path, &bytes, |file, _, _| {
         // File names are unique in practice: normalize only the few paths whose name matches.
-        if let Some(keys) = by_name.get(file_name(e.file_path())) {
-            let k = key(e.file_path());
+        if let Some(keys) = by_name.get(file_name(file)) {
+            let k = key(file);
             if keys.contains(&k) {
                 hits.push(k);
             }
         }
-    }
+    })?;
     Ok(hits)
 }
 
@@ -1715,6 +1928,257 @@ mod tests {
         );
     }
 
+    /// A container with the same metadata and records, its blocks deflated (as Java writes them).
+    fn deflated(bytes: &[u8]) -> Vec<u8> {
+        use std::io::Write;
+        let c = avro::open(bytes).unwrap();
+        // The header's metadata map (open() keeps only the parsed schema).
+        let mut at = 4;
+        let mut meta: Vec<(Vec<u8>, Vec<u8>)> = Vec::new();
+        let read = |at: &mut usize| {
+            let (len, n) = zigzag(&bytes[*at..]);
+            *at += n;
+            let v = bytes[*at..*at + len as usize].to_vec();
+            *at += len as usize;
+            v
+        };
+        loop {
+            let (count, n) = zigzag(&bytes[at..]);
+            at += n;
+            if count == 0 {
+                break;
+            }
+            for _ in 0..count {
+                let k = read(&mut at);
+                let v = read(&mut at);
+                meta.push((k, v));
+            }
+        }
+        let sync = [7u8; 16];
+        let mut out = b"Obj\x01".to_vec();
+        out.extend(varint(meta.len() as i64));
+        for (k, v) in &meta {
+            let v: &[u8] = if k == b"avro.codec" { b"deflate" } else { v };
+            out.extend(varint(k.len() as i64));
+            out.extend(k);
+            out.extend(varint(v.len() as i64));
+            out.extend(v);
+        }
+        out.extend(varint(0));
+        out.extend(sync);
+        for (count, data) in &c.blocks {
+            let mut enc =
+                flate2::write::DeflateEncoder::new(Vec::new(), flate2::Compression::default());
+            enc.write_all(data).unwrap();
+            let z = enc.finish().unwrap();
+            out.extend(varint(*count as i64));
+            out.extend(varint(z.len() as i64));
+            out.extend(z);
+            out.extend(sync);
+        }
+        out
+    }
+
+    fn varint(v: i64) -> Vec<u8> {
+        let mut z = ((v << 1) ^ (v >> 63)) as u64;
+        let mut out = Vec::new();
+        loop {
+            if z < 0x80 {
+                out.push(z as u8);
+                return out;
+            }
+            out.push((z as u8 & 0x7f) | 0x80);
+            z >>= 7;
+        }
+    }
+
+    fn zigzag(b: &[u8]) -> (i64, usize) {
+        let (mut v, mut i) = (0u64, 0);
+        loop {
+            v |= u64::from(b[i] & 0x7f) << (7 * i);
+            i += 1;
+            if b[i - 1] & 0x80 == 0 {
+                return ((v >> 1) as i64 ^ -((v & 1) as i64), i);
+            }
+        }
+    }
+
+    fn list_view(r: &ListRead) -> Vec<(String, u64, bool, bool, u64)> {
+        r.manifests
+            .iter()
+            .map(|m| {
+                let p = &r.arena[m.start..m.end];
+                assert_eq!(m.hash, fnv1a(p.as_bytes()));
+                (p.to_string(), m.length, m.may_have_live, m.deletes, m.hash)
+            })
+            .collect()
+    }
+
+    fn live_view(bytes: &[u8], fast: bool) -> Vec<(String, ExpiredFileKind, u64)> {
+        let mut out = Vec::new();
+        let mut push = |p: &str, k: ExpiredFileKind, b: u64| out.push((p.to_string(), k, b));
+        if fast {
+            live_fast(bytes, &mut push).unwrap();
+        } else {
+            let m = Manifest::parse_avro(bytes).unwrap();
+            for e in m.entries().iter().filter(|e| e.is_alive()) {
+                push(
+                    e.file_path(),
+                    ExpiredFileKind::of_content(e.content_type()),
+                    e.file_size_in_bytes(),
+                );
+            }
+        }
+        out
+    }
+
+    /// The fast Avro reader reads exactly what upstream's does, from Cryo's own manifest lists
+    /// and manifests (format v1, v2, v3; ADDED, EXISTING and DELETED entries; data and delete
+    /// manifests), uncompressed and deflated; it refuses codecs it does not know.
+    #[tokio::test]
+    #[allow(
+        clippy::too_many_lines,
+        reason = "one table per format version, every file compared"
+    )]
+    async fn fast_avro_reader_agrees_with_upstream() {
+        use arrow_array::{ArrayRef, Int64Array, RecordBatch};
+        use iceberg::spec::{FormatVersion, NestedField, PrimitiveType, Schema, Type};
+
+        use crate::catalog::{CatalogConfig, Namespace};
+        use crate::commit::{NewTable, SnapshotProducer, write_data_files, write_position_deletes};
+
+        let dir = tempfile::tempdir().unwrap();
+        let mut config = CatalogConfig::local("t", dir.path());
+        config
+            .properties
+            .insert("init_catalog_tables".into(), "true".into());
+        let catalog = Catalog::connect(config).await.unwrap();
+        catalog
+            .create_namespace(&Namespace::new(["db"]))
+            .await
+            .unwrap();
+        let committer = catalog.committer().unwrap();
+        let batch = |first: i64| {
+            let schema =
+                std::sync::Arc::new(arrow_schema::Schema::new(vec![arrow_schema::Field::new(
+                    "id",
+                    arrow_schema::DataType::Int64,
+                    false,
+                )]));
+            RecordBatch::try_new(
+                schema,
+                vec![
+                    std::sync::Arc::new(Int64Array::from_iter_values(first..first + 5)) as ArrayRef,
+                ],
+            )
+            .unwrap()
+        };
+        let (mut lists, mut manifests) = (0, 0);
+        for version in [FormatVersion::V1, FormatVersion::V2, FormatVersion::V3] {
+            let id = TableId::parse(&format!("db.t_{version}")).unwrap();
+            let schema = Schema::builder()
+                .with_fields(vec![
+                    NestedField::required(1, "id", Type::Primitive(PrimitiveType::Long)).into(),
+                ])
+                .build()
+                .unwrap();
+            let mut t = catalog
+                .create_table(&id, NewTable::new(schema).with_format_version(version))
+                .await
+                .unwrap();
+            let mut first_file = None;
+            for i in 0..3 {
+                let w = write_data_files(&t, [batch(i * 5)]).await.unwrap();
+                first_file.get_or_insert_with(|| w.files[0].file_path().to_string());
+                t = SnapshotProducer::new(&t)
+                    .add_data_files(w.files)
+                    .commit(committer.as_ref())
+                    .await
+                    .unwrap()
+                    .table;
+            }
+            let victim = first_file.unwrap();
+            if version == FormatVersion::V2 {
+                let d = write_position_deletes(&t, &[(victim.clone(), vec![0, 1])])
+                    .await
+                    .unwrap();
+                t = SnapshotProducer::new(&t)
+                    .add_delete_files(d.files)
+                    .commit(committer.as_ref())
+                    .await
+                    .unwrap()
+                    .table;
+            }
+            t = SnapshotProducer::new(&t)
+                .delete_data_files([victim])
+                .commit(committer.as_ref())
+                .await
+                .unwrap()
+                .table;
+            for s in t.metadata.snapshots() {
+                let bytes = t.storage.read_all(s.manifest_list()).await.unwrap();
+                let upstream = parse_list_upstream("t", "l", &bytes, version).unwrap();
+                let expect = list_view(&upstream);
+                assert_eq!(list_view(&parse_list_fast(&bytes).unwrap()), expect);
+                assert_eq!(
+                    list_view(&parse_list_fast(&deflated(&bytes)).unwrap()),
+                    expect
+                );
+                lists += 1;
+                for m in &upstream.manifests {
+                    let mb = t
+                        .storage
+                        .read_all(&upstream.arena[m.start..m.end])
+                        .await
+                        .unwrap();
+                    let expect = live_view(&mb, false);
+                    assert_eq!(live_view(&mb, true), expect);
+                    assert_eq!(live_view(&deflated(&mb), true), expect);
+                    assert_eq!(
+                        live_view(&deflated(&mb), false),
+                        expect,
+                        "a valid deflated file"
+                    );
+                    manifests += 1;
+                }
+            }
+        }
+        assert!(
+            lists == 13 && manifests >= 30,
+            "{lists} lists, {manifests} manifests"
+        );
+        // Unknown codecs and damaged files are refused (the caller then uses upstream's reader).
+        let mut snappy = deflated(&std::fs::read(first_avro(dir.path())).unwrap());
+        let at = snappy.windows(7).position(|w| w == b"deflate").unwrap();
+        snappy.splice(at..at + 7, b"snappyX".iter().copied());
+        assert!(avro::open(&snappy).is_err());
+        let good = std::fs::read(first_avro(dir.path())).unwrap();
+        assert!(parse_list_fast(&good[..good.len() - 20]).is_err());
+        assert!(parse_list_fast(b"Obj\x01").is_err());
+    }
+
+    fn first_avro(root: &std::path::Path) -> std::path::PathBuf {
+        fn walk(d: &std::path::Path, out: &mut Vec<std::path::PathBuf>) {
+            for e in std::fs::read_dir(d).unwrap() {
+                let p = e.unwrap().path();
+                if p.is_dir() {
+                    walk(&p, out);
+                } else if p
+                    .file_name()
+                    .unwrap()
+                    .to_string_lossy()
+                    .starts_with("snap-")
+                {
+                    out.push(p);
+                }
+            }
+        }
+        let mut out = Vec::new();
+        walk(root, &mut out);
+        out.sort();
+        out.remove(0)
+    }
+
     #[test]
     fn roots_and_containment_normalize() {
         let md_json = r#"{"format-version":2,"table-uuid":"9c12d441-03fe-4693-9a96-a0705ddf69c1","location":"s3a://bucket/wh/t/","last-sequence-number":0,"last-updated-ms":1,"last-column-id":1,"current-schema-id":0,"schemas":[{"type":"struct","schema-id":0,"fields":[{"id":1,"name":"x","required":true,"type":"long"}]}],"default-spec-id":0,"partition-specs":[{"spec-id":0,"fields":[]}],"last-partition-id":999,"default-sort-order-id":0,"sort-orders":[{"order-id":0,"fields":[]}],"properties":{"write.data.path":"s3://other/data"},"snapshots":[],"snapshot-log":[],"metadata-log":[]}"#;
@@ -1726,5 +2190,394 @@ mod tests {
         assert!(!within(&roots, "s3://bucket/wh/t2/data/a.parquet"));
         assert!(!within(&roots, "s3://bucket/wh/x.parquet"));
         assert_eq!(key("s3a://b//k/x"), key("s3://b/k/x"));
+    }
+}
+
+/// A minimal reader for the Avro files expiry reads by the thousand (manifest lists, manifests):
+/// it walks the records with the file's own (writer) schema and hands out only the few fields
+/// reachability needs, borrowed from the block, skipping the rest without allocating.
+///
+/// Upstream's reader builds every value of every record (partition summaries, column metrics)
+/// and spends most of its time in the allocator: on a table of 3000 fast appends, whose manifest
+/// lists hold 4.5 million entries in all, it was the whole cost of an expiry. Anything this
+/// reader does not know (a codec other than `null`/`deflate`, a schema it cannot follow, a
+/// block that does not add up) is an error, and the caller falls back to upstream's reader.
+mod avro {
+    use std::borrow::Cow;
+    use std::collections::HashMap;
+    use std::io::Read;
+    use std::sync::Arc;
+
+    type R<T> = std::result::Result<T, String>;
+
+    /// A writer schema, as far as skipping and reading needs it.
+    #[derive(Debug, Clone)]
+    pub(super) enum Schema {
+        Null,
+        Boolean,
+        Int,
+        Long,
+        Float,
+        Double,
+        Bytes,
+        String,
+        Fixed(usize),
+        Enum,
+        Array(Arc<Schema>),
+        Map(Arc<Schema>),
+        Union(Arc<Vec<Schema>>),
+        Record(Arc<Vec<Field>>),
+    }
+
+    #[derive(Debug, Clone)]
+    pub(super) struct Field {
+        pub name: String,
+        pub id: Option<i64>,
+        pub schema: Schema,
+    }
+
+    fn parse_schema(v: &serde_json::Value, names: &mut HashMap<String, Schema>) -> R<Schema> {
+        use serde_json::Value as J;
+        match v {
+            J::String(s) => primitive(s)
+                .or_else(|| names.get(s.as_str()).cloned())
+                .ok_or_else(|| format!("unknown type `{s}`")),
+            J::Array(branches) => Ok(Schema::Union(Arc::new(
+                branches
+                    .iter()
+                    .map(|b| parse_schema(b, names))
+                    .collect::<R<_>>()?,
+            ))),
+            J::Object(o) => {
+                let t = o.get("type").ok_or("a schema object without `type`")?;
+                let register = |s: Schema, names: &mut HashMap<String, Schema>| {
+                    if let Some(n) = o.get("name").and_then(J::as_str) {
+                        names.insert(n.to_string(), s.clone());
+                        if let Some(ns) = o.get("namespace").and_then(J::as_str) {
+                            names.insert(format!("{ns}.{n}"), s.clone());
+                        }
+                    }
+                    s
+                };
+                match t.as_str() {
+                    Some("record" | "error") => {
+                        let fields = o
+                            .get("fields")
+                            .and_then(J::as_array)
+                            .ok_or("a record without fields")?;
+                        let mut out = Vec::with_capacity(fields.len());
+                        for f in fields {
+                            out.push(Field {
+                                name: f
+                                    .get("name")
+                                    .and_then(J::as_str)
+                                    .ok_or("a field without a name")?
+                                    .to_string(),
+                                id: f.get("field-id").and_then(J::as_i64),
+                                schema: parse_schema(
+                                    f.get("type").ok_or("a field without a type")?,
+                                    names,
+                                )?,
+                            });
+                        }
+                        Ok(register(Schema::Record(Arc::new(out)), names))
+                    }
+                    Some("enum") => Ok(register(Schema::Enum, names)),
+                    Some("fixed") => {
+                        let size = o
+                            .get("size")
+                            .and_then(J::as_u64)
+                            .ok_or("a fixed without a size")?;
+                        Ok(register(Schema::Fixed(size as usize), names))
+                    }
+                    Some("array") => Ok(Schema::Array(Arc::new(parse_schema(
+                        o.get("items").ok_or("an array without items")?,
+                        names,
+                    )?))),
+                    Some("map") => Ok(Schema::Map(Arc::new(parse_schema(
+                        o.get("values").ok_or("a map without values")?,
+                        names,
+                    )?))),
+                    // A primitive with attributes (logical types are read as their primitive).
+                    _ => parse_schema(t, names),
+                }
+            }
+            other => Err(format!("not a schema: {other}")),
+        }
+    }
+
+    fn primitive(s: &str) -> Option<Schema> {
+        Some(match s {
+            "null" => Schema::Null,
+            "boolean" => Schema::Boolean,
+            "int" => Schema::Int,
+            "long" => Schema::Long,
+            "float" => Schema::Float,
+            "double" => Schema::Double,
+            "bytes" => Schema::Bytes,
+            "string" => Schema::String,
+            _ => return None,
+        })
+    }
+
+    /// A position in a buffer of Avro binary data.
+    pub(super) struct Cursor<'a> {
+        buf: &'a [u8],
+        pos: usize,
+    }
+
+    impl<'a> Cursor<'a> {
+        fn new(buf: &'a [u8]) -> Self {
+            Self { buf, pos: 0 }
+        }
+
+        fn done(&self) -> bool {
+            self.pos == self.buf.len()
+        }
+
+        fn take(&mut self, n: usize) -> R<&'a [u8]> {
+            let end = self
+                .pos
+                .checked_add(n)
+                .filter(|e| *e <= self.buf.len())
+                .ok_or("truncated data")?;
+            let out = &self.buf[self.pos..end];
+            self.pos = end;
+            Ok(out)
+        }
+
+        fn long(&mut self) -> R<i64> {
+            let mut value: u64 = 0;
+            for shift in (0..64).step_by(7) {
+                let b = *self.buf.get(self.pos).ok_or("truncated varint")?;
+                self.pos += 1;
+                value |= u64::from(b & 0x7f) << shift;
+                if b & 0x80 == 0 {
+                    return Ok((value >> 1) as i64 ^ -((value & 1) as i64));
+                }
+            }
+            Err("varint too long".into())
+        }
+
+        fn len(&mut self) -> R<usize> {
+            usize::try_from(self.long()?).map_err(|_| "negative length".to_string())
+        }
+
+        fn bytes(&mut self) -> R<&'a [u8]> {
+            let n = self.len()?;
+            self.take(n)
+        }
+
+        fn skip(&mut self, s: &Schema) -> R<()> {
+            match s {
+                Schema::Null => {}
+                Schema::Boolean => {
+                    self.take(1)?;
+                }
+                Schema::Int | Schema::Long | Schema::Enum => {
+                    self.long()?;
+                }
+                Schema::Float => {
+                    self.take(4)?;
+                }
+                Schema::Double => {
+                    self.take(8)?;
+                }
+                Schema::Bytes | Schema::String => {
+                    self.bytes()?;
+                }
+                Schema::Fixed(n) => {
+                    self.take(*n)?;
+                }
+                Schema::Array(item) => self.skip_blocks(|c| c.skip(item))?,
+                Schema::Map(value) => self.skip_blocks(|c| {
+                    c.bytes()?;
+                    c.skip(value)
+                })?,
+                Schema::Union(branches) => {
+                    let b = self.branch(branches)?;
+                    self.skip(b)?;
+                }
+                Schema::Record(fields) => {
+                    for f in fields.iter() {
+                        self.skip(&f.schema)?;
+                    }
+                }
+            }
+            Ok(())
+        }
+
+        fn skip_blocks(&mut self, mut item: impl FnMut(&mut Self) -> R<()>) -> R<()> {
+            loop {
+                let count = self.long()?;
+                if count == 0 {
+                    return Ok(());
+                }
+                if count < 0 {
+                    // A negative count is followed by the block's size in bytes: jump over it.
+                    let size = self.len()?;
+                    self.take(size)?;
+                } else {
+                    for _ in 0..count {
+                        item(self)?;
+                    }
+                }
+            }
+        }
+
+        fn branch<'s>(&mut self, branches: &'s [Schema]) -> R<&'s Schema> {
+            let i = usize::try_from(self.long()?).map_err(|_| "negative union branch")?;
+            branches
+                .get(i)
+                .ok_or_else(|| "union branch out of range".into())
+        }
+
+        /// An integer, a string/bytes, or null (through unions).
+        pub(super) fn leaf(&mut self, s: &Schema) -> R<Leaf<'a>> {
+            Ok(match s {
+                Schema::Int | Schema::Long => Leaf::Long(self.long()?),
+                Schema::String | Schema::Bytes => Leaf::Bytes(self.bytes()?),
+                Schema::Null => Leaf::Null,
+                Schema::Union(branches) => {
+                    let b = self.branch(branches)?;
+                    return self.leaf(b);
+                }
+                other => return Err(format!("expected an integer or a string, found {other:?}")),
+            })
+        }
+
+        /// Walk one record of `fields`, calling `visit` for each field with the cursor on it.
+        /// `visit` returns whether it consumed the field; unconsumed fields are skipped.
+        pub(super) fn record(
+            &mut self,
+            fields: &[Field],
+            mut visit: impl FnMut(&Field, &mut Self) -> R<bool>,
+        ) -> R<()> {
+            for f in fields {
+                if !visit(f, self)? {
+                    self.skip(&f.schema)?;
+                }
+            }
+            Ok(())
+        }
+    }
+
+    /// A field value reachability reads.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub(super) enum Leaf<'a> {
+        Null,
+        Long(i64),
+        Bytes(&'a [u8]),
+    }
+
+    impl<'a> Leaf<'a> {
+        pub(super) fn long(self) -> Option<i64> {
+            match self {
+                Leaf::Long(v) => Some(v),
+                _ => None,
+            }
+        }
+
+        pub(super) fn str(self) -> R<&'a str> {
+            match self {
+                Leaf::Bytes(b) => {
+                    std::str::from_utf8(b).map_err(|_| "a path that is not UTF-8".into())
+                }
+                _ => Err("expected a string".into()),
+            }
+        }
+    }
+
+    /// An Avro object container file: its schema and its records' blocks, decompressed.
+    pub(super) struct Container<'a> {
+        pub schema: Schema,
+        pub blocks: Vec<(usize, Cow<'a, [u8]>)>,
+    }
+
+    impl Container<'_> {
+        /// Visit every record (the top-level schema must be a record); checks that each block
+        /// holds exactly its count of records.
+        pub(super) fn for_each<'c>(
+            &'c self,
+            mut visit: impl FnMut(&mut Cursor<'c>, &'c [Field]) -> R<()>,
+        ) -> R<()> {
+            let Schema::Record(fields) = &self.schema else {
+                return Err("the file's schema is not a record".into());
+            };
+            for (count, data) in &self.blocks {
+                let mut c = Cursor::new(data);
+                for _ in 0..*count {
+                    visit(&mut c, fields)?;
+                }
+                if !c.done() {
+                    return Err("a block holds more than its records".into());
+                }
+            }
+            Ok(())
+        }
+    }
+
+    pub(super) fn open(bytes: &[u8]) -> R<Container<'_>> {
+        let mut c = Cursor::new(bytes);
+        if c.take(4)? != b"Obj\x01" {
+            return Err("not an Avro object container file".into());
+        }
+        let mut meta: HashMap<&[u8], &[u8]> = HashMap::new();
+        loop {
+            let mut count = c.long()?;
+            if count == 0 {
+                break;
+            }
+            if count < 0 {
+                count = -count;
+                c.long()?;
+            }
+            for _ in 0..count {
+                let k = c.bytes()?;
+                let v = c.bytes()?;
+                meta.insert(k, v);
+            }
+        }
+        let sync = c.take(16)?;
+        let schema_json: serde_json::Value =
+            serde_json::from_slice(meta.get(&b"avro.schema"[..]).ok_or("no avro.schema")?)
+                .map_err(|e| format!("avro.schema is not JSON: {e}"))?;
+        let schema = parse_schema(&schema_json, &mut HashMap::new())?;
+        let codec = meta.get(&b"avro.codec"[..]).copied().unwrap_or(b"null");
+        let mut blocks = Vec::new();
+        while !c.done() {
+            let count = c.len()?;
+            let data = c.bytes()?;
+            if c.take(16)? != sync {
+                return Err("sync marker mismatch".into());
+            }
+            let data = match codec {
+                b"null" => Cow::Borrowed(data),
+                b"deflate" => {
+                    let mut out = Vec::with_capacity(data.len() * 4);
+                    flate2::read::DeflateDecoder::new(data)
+                        .read_to_end(&mut out)
+                        .map_err(|e| format!("deflate: {e}"))?;
+                    Cow::Owned(out)
+                }
+                other => {
+                    return Err(format!(
+                        "codec `{}` (read by upstream instead)",
+                        String::from_utf8_lossy(other)
+                    ));
+                }
+            };
+            blocks.push((count, data));
+        }
+        Ok(Container { schema, blocks })
+    }
+
+    /// Whether `f` is the field with Iceberg field id `id` (or, for writers that leave ids out,
+    /// one of `names`).
+    pub(super) fn is(f: &Field, id: i64, names: &[&str]) -> bool {
+        match f.id {
+            Some(i) => i == id,
+            None => names.contains(&f.name.as_str()),
+        }
     }
 }
