@@ -717,11 +717,22 @@ impl<'a> ExpireSnapshots<'a> {
     }
 
     /// Expire (or, in a dry run, compute the expiry).
+    pub async fn execute(self) -> Result<ExpireOutcome> {
+        self.options.validate()?;
+        let committer = if self.options.dry_run {
+            None
+        } else {
+            Some(self.catalog.committer()?)
+        };
+        self.run(committer).await
+    }
+
+    /// [`execute`](Self::execute) through `committer` (`None`: a dry run).
     #[allow(
         clippy::too_many_lines,
         reason = "one retry loop: select, stage, commit, reload; then the cleanup"
     )]
-    pub async fn execute(self) -> Result<ExpireOutcome> {
+    async fn run(self, committer: Option<Arc<dyn CatalogCommitter>>) -> Result<ExpireOutcome> {
         let started = Instant::now();
         let options = &self.options;
         options.validate()?;
@@ -738,11 +749,7 @@ impl<'a> ExpireSnapshots<'a> {
                  belong to another table)"
             )));
         }
-        let committer: Option<Arc<dyn CatalogCommitter>> = if options.dry_run {
-            None
-        } else {
-            Some(self.catalog.committer()?)
-        };
+        let committer = committer.filter(|_| !options.dry_run);
         let policy = match &options.retry {
             Some(p) => p.clone(),
             None => RetryPolicy::for_table(base.metadata.properties())?,
@@ -2155,6 +2162,136 @@ mod tests {
         let good = std::fs::read(first_avro(dir.path())).unwrap();
         assert!(parse_list_fast(&good[..good.len() - 20]).is_err());
         assert!(parse_list_fast(b"Obj\x01").is_err());
+    }
+
+    /// Commits a concurrent append through `inner` before forwarding the first commit, so that
+    /// commit finds `main` moved.
+    #[derive(Debug)]
+    struct Interfering {
+        inner: Arc<dyn CatalogCommitter>,
+        fired: std::sync::atomic::AtomicBool,
+    }
+
+    #[async_trait::async_trait]
+    impl CatalogCommitter for Interfering {
+        async fn load_head(&self, base: &LoadedTable) -> Result<LoadedTable> {
+            self.inner.load_head(base).await
+        }
+
+        async fn commit(&self, base: &LoadedTable, changes: TableChanges) -> Result<LoadedTable> {
+            if !self.fired.swap(true, std::sync::atomic::Ordering::SeqCst) {
+                let head = self.inner.load_head(base).await?;
+                let w = crate::commit::write_data_files(&head, [ids(100)]).await?;
+                crate::commit::SnapshotProducer::new(&head)
+                    .add_data_files(w.files)
+                    .commit(self.inner.as_ref())
+                    .await?;
+            }
+            self.inner.commit(base, changes).await
+        }
+    }
+
+    fn ids(first: i64) -> arrow_array::RecordBatch {
+        let schema = Arc::new(arrow_schema::Schema::new(vec![arrow_schema::Field::new(
+            "id",
+            arrow_schema::DataType::Int64,
+            false,
+        )]));
+        arrow_array::RecordBatch::try_new(
+            schema,
+            vec![
+                Arc::new(arrow_array::Int64Array::from_iter_values(first..first + 5))
+                    as arrow_array::ArrayRef,
+            ],
+        )
+        .unwrap()
+    }
+
+    /// A writer commits between Cryo's selection and its commit: the commit's requirement on
+    /// `main` fails, Cryo reloads, selects again on the new head (which now keeps the new
+    /// snapshot and lets the old head go) and commits.
+    #[tokio::test]
+    async fn a_concurrent_commit_is_retried_on_the_new_head() {
+        use iceberg::spec::{NestedField, PrimitiveType, Schema, Type};
+
+        use crate::catalog::{CatalogConfig, Namespace};
+        use crate::commit::{NewTable, SnapshotProducer, write_data_files};
+
+        let dir = tempfile::tempdir().unwrap();
+        let mut config = CatalogConfig::local("t", dir.path());
+        config
+            .properties
+            .insert("init_catalog_tables".into(), "true".into());
+        let catalog = Catalog::connect(config).await.unwrap();
+        catalog
+            .create_namespace(&Namespace::new(["db"]))
+            .await
+            .unwrap();
+        let committer = catalog.committer().unwrap();
+        let id = TableId::parse("db.busy").unwrap();
+        let schema = Schema::builder()
+            .with_fields(vec![
+                NestedField::required(1, "id", Type::Primitive(PrimitiveType::Long)).into(),
+            ])
+            .build()
+            .unwrap();
+        let mut t = catalog
+            .create_table(&id, NewTable::new(schema))
+            .await
+            .unwrap();
+        for i in 0..4 {
+            let w = write_data_files(&t, [ids(i * 5)]).await.unwrap();
+            t = SnapshotProducer::new(&t)
+                .add_data_files(w.files)
+                .commit(committer.as_ref())
+                .await
+                .unwrap()
+                .table;
+        }
+        let old: Vec<i64> = t.metadata.snapshots().map(|s| s.snapshot_id()).collect();
+        let interfering: Arc<dyn CatalogCommitter> = Arc::new(Interfering {
+            inner: Arc::clone(&committer),
+            fired: false.into(),
+        });
+        let out = ExpireSnapshots::new(&catalog, id.clone())
+            .with_options(ExpireOptions {
+                older_than_ms: Some(chrono::Utc::now().timestamp_millis() + 1),
+                retain_last: Some(1),
+                dry_run: false,
+                retry: Some(RetryPolicy {
+                    min_backoff_ms: 1,
+                    max_backoff_ms: 5,
+                    ..RetryPolicy::default()
+                }),
+                ..ExpireOptions::default()
+            })
+            .with_clock(Arc::new(crate::clock::FixedClock(
+                chrono::Utc::now().timestamp_millis() + 60_000,
+            )))
+            .run(Some(interfering))
+            .await
+            .unwrap();
+        assert_eq!(out.retries, 1);
+        let after = catalog.load_table(&id).await.unwrap();
+        let head = after.metadata.current_snapshot_id().unwrap();
+        assert!(!old.contains(&head), "the concurrent snapshot is the head");
+        assert_eq!(out.retained_snapshot_ids, vec![head]);
+        let mut expired = old.clone();
+        expired.sort_unstable();
+        assert_eq!(
+            out.expired_snapshot_ids, expired,
+            "all four old snapshots, the old head too"
+        );
+        assert_eq!(out.deleted.manifest_lists.files, 4);
+        // The concurrent writer's rows and every earlier row are still there.
+        let rows: usize = crate::commit::live_files(&after)
+            .await
+            .unwrap()
+            .iter()
+            .map(|f| f.file.record_count() as usize)
+            .sum();
+        assert_eq!(rows, 25);
+        assert_eq!(out.deleted.data.files, 0);
     }
 
     fn first_avro(root: &std::path::Path) -> std::path::PathBuf {
