@@ -34,11 +34,11 @@
 //! spelling of a kept file never gets it deleted.
 //!
 //! Safety (DESIGN §10): a dry run is the default and changes nothing; nothing is deleted before
-//! the commit succeeded; a table with `gc.enabled=false` is refused (its files may belong to
-//! another table); files outside the table's location (and its `write.data.path` /
-//! `write.metadata.path`) are never deleted, only reported; a retained manifest that cannot be
-//! read stops all deletion (the outcome says why: the snapshots are expired, the files stay for
-//! orphan removal); a failed delete is reported, never fatal.
+//! the commit succeeded; a table with `gc.enabled=false` is refused ([`Error::Refused`]: its
+//! files may belong to another table); files outside the table's location (and its
+//! `write.data.path` / `write.metadata.path`) are never deleted, only reported; a retained
+//! manifest that cannot be read stops all deletion (the outcome says why: the snapshots are
+//! expired, the files stay for orphan removal); a failed delete is reported, never fatal.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::hash::BuildHasherDefault;
@@ -744,10 +744,12 @@ impl<'a> ExpireSnapshots<'a> {
             .get(GC_ENABLED)
             .is_none_or(|v| v.trim().eq_ignore_ascii_case("true"))
         {
-            return Err(Error::validation(format!(
-                "{name}: cannot expire snapshots: gc.enabled is false (the table's files may \
-                 belong to another table)"
-            )));
+            return Err(Error::Refused {
+                table: name,
+                reason: "gc.enabled is false: the table's files may belong to another table \
+                         (a snapshot or migrated table); expiring would delete them"
+                    .into(),
+            });
         }
         let committer = committer.filter(|_| !options.dry_run);
         let policy = match &options.retry {

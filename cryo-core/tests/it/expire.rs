@@ -669,7 +669,7 @@ async fn refuses_bad_input_and_changes_nothing() {
     })
     .await
     .unwrap_err();
-    assert!(matches!(e, Error::Validation { .. }), "{e}");
+    assert!(matches!(e, Error::Refused { .. }), "{e}");
     assert!(e.to_string().contains("gc.enabled"), "{e}");
     // A malformed retention property is a configuration error.
     let t = commit(
