@@ -1,0 +1,312 @@
+//! The native `Catalog`: a connected cryo-core catalog and every operation on its tables.
+//!
+//! Each method translates its arguments (a table name, keyword options overlaid on the core
+//! options' `Default`), runs the core function on the shared runtime without the GIL, and wraps
+//! the result. Orchestration and defaults are cryo-core's.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use cryo_core::clock::SystemClock;
+use cryo_core::compact::{CompactOptions, Compaction, RunOptions};
+use cryo_core::govern::LocalLocks;
+use cryo_core::grade::{GradeOptions, grade};
+use cryo_core::maintain::{
+    ExpireOptions, FindMissingFilesOptions, MaintenanceOptions, MaintenanceRun,
+    RemoveOrphanFilesOptions, RewriteManifestsOptions, RewritePositionDeletesOptions,
+    expire_snapshots, find_missing_files, remove_orphan_files, rewrite_manifests,
+    rewrite_position_deletes,
+};
+use cryo_core::plan::{PlanOptions, plan_fleet};
+use cryo_core::receipt::JsonLinesLog;
+use cryo_core::scan::{FleetScanOptions, ScanOptions, scan_fleet, scan_table};
+use cryo_core::{Catalog as CoreCatalog, CatalogConfig, TableId};
+use pyo3::prelude::*;
+use pyo3::types::PyDict;
+
+use crate::convert::{options, options_pair};
+use crate::errors::check;
+use crate::models::{
+    CompactionOutcome, ExpireOutcome, FleetScan, MissingFilesOutcome, Plan,
+    RemoveOrphanFilesOutcome, RewriteManifestsOutcome, RewritePositionDeletesOutcome, RunOutcome,
+    TableScan,
+};
+use crate::runtime::wait;
+
+/// A connected Iceberg catalog (sql, rest, hadoop or a single static table), configured with
+/// PyIceberg's properties.
+#[pyclass(frozen, module = "cryo._cryo", name = "Catalog")]
+pub struct Catalog {
+    pub(crate) inner: Arc<CoreCatalog>,
+}
+
+impl Catalog {
+    fn table(table: &str) -> PyResult<TableId> {
+        check(TableId::parse(table))
+    }
+}
+
+#[pymethods]
+impl Catalog {
+    /// Connect to a catalog: `Catalog("prod", type="rest", uri=..., warehouse=...)`.
+    #[new]
+    #[pyo3(signature = (name, properties))]
+    fn new(py: Python<'_>, name: String, properties: BTreeMap<String, String>) -> PyResult<Self> {
+        let config = CatalogConfig::new(name, properties);
+        let inner = wait(
+            py,
+            move || async move { CoreCatalog::connect(config).await },
+        )?;
+        Ok(Self {
+            inner: Arc::new(inner),
+        })
+    }
+
+    /// Catalog name.
+    #[getter]
+    fn name(&self) -> &str {
+        self.inner.name()
+    }
+
+    /// `sql`, `rest`, `hadoop` or `static`.
+    #[getter]
+    fn kind(&self) -> PyResult<String> {
+        match serde_json::to_value(self.inner.kind()) {
+            Ok(serde_json::Value::String(s)) => Ok(s),
+            _ => Err(crate::errors::internal("catalog kind is not a string")),
+        }
+    }
+
+    /// Every table, as `namespace.table` identifiers.
+    fn list_tables(&self, py: Python<'_>) -> PyResult<Vec<String>> {
+        let cat = Arc::clone(&self.inner);
+        let ids = wait(py, move || async move { cat.list_all_tables().await })?;
+        Ok(ids.iter().map(ToString::to_string).collect())
+    }
+
+    /// Scan one table's metadata.
+    #[pyo3(signature = (table, options = None))]
+    fn scan(
+        &self,
+        py: Python<'_>,
+        table: &str,
+        options: Option<&Bound<'_, PyDict>>,
+    ) -> PyResult<TableScan> {
+        let id = Self::table(table)?;
+        let opts: ScanOptions = self::options("scan options", options)?;
+        let cat = Arc::clone(&self.inner);
+        let scan = wait(py, move || async move {
+            scan_table(&cat, &id, &opts, &SystemClock).await
+        })?;
+        Ok(TableScan {
+            inner: Arc::new(scan),
+        })
+    }
+
+    /// Scan every table of the catalog.
+    #[pyo3(signature = (options = None))]
+    fn scan_fleet(
+        &self,
+        py: Python<'_>,
+        options: Option<&Bound<'_, PyDict>>,
+    ) -> PyResult<FleetScan> {
+        let opts: FleetScanOptions = self::options("fleet scan options", options)?;
+        let cat = Arc::clone(&self.inner);
+        let fleet = wait(py, move || async move {
+            scan_fleet(&cat, &opts, &SystemClock).await
+        })?;
+        Ok(FleetScan {
+            inner: Arc::new(fleet),
+        })
+    }
+
+    /// Grade the scans and plan their maintenance, worst tables first.
+    #[pyo3(signature = (scans, grade_options = None, options = None))]
+    fn plan(
+        &self,
+        py: Python<'_>,
+        scans: Vec<Bound<'_, TableScan>>,
+        grade_options: Option<&Bound<'_, PyDict>>,
+        options: Option<&Bound<'_, PyDict>>,
+    ) -> PyResult<Plan> {
+        let grading: GradeOptions = self::options("grade options", grade_options)?;
+        let planning: PlanOptions = self::options("plan options", options)?;
+        let scans: Vec<_> = scans
+            .into_iter()
+            .map(|s| Arc::clone(&s.get().inner))
+            .collect();
+        let name = self.inner.name().to_string();
+        let plan = py.detach(|| {
+            let mut graded = Vec::with_capacity(scans.len());
+            let mut now = 0;
+            for scan in &scans {
+                let report = grade(scan, &grading, scan.scanned_at_ms)?;
+                now = now.max(scan.scanned_at_ms);
+                graded.push((scan.as_ref().clone(), report));
+            }
+            plan_fleet(&name, &graded, &planning, &BTreeMap::new(), now)
+        });
+        Ok(Plan {
+            inner: Arc::new(check(plan)?),
+        })
+    }
+
+    /// Compact one table's data files.
+    #[pyo3(signature = (table, options = None))]
+    fn compact(
+        &self,
+        py: Python<'_>,
+        table: &str,
+        options: Option<&Bound<'_, PyDict>>,
+    ) -> PyResult<CompactionOutcome> {
+        let id = Self::table(table)?;
+        let (what, how): (CompactOptions, RunOptions) = options_pair("compact options", options)?;
+        let cat = Arc::clone(&self.inner);
+        let outcome = wait(py, move || async move {
+            Compaction::new(&cat, id)
+                .with_options(what)
+                .with_run_options(how)
+                .execute()
+                .await
+        })?;
+        Ok(CompactionOutcome {
+            inner: Arc::new(outcome),
+        })
+    }
+
+    /// Expire snapshots (a dry run unless `dry_run=False`: cryo-core's default).
+    #[pyo3(signature = (table, options = None))]
+    fn expire_snapshots(
+        &self,
+        py: Python<'_>,
+        table: &str,
+        options: Option<&Bound<'_, PyDict>>,
+    ) -> PyResult<ExpireOutcome> {
+        let id = Self::table(table)?;
+        let opts: ExpireOptions = self::options("expire options", options)?;
+        let cat = Arc::clone(&self.inner);
+        let outcome = wait(py, move || async move {
+            expire_snapshots(&cat, &id, &opts).await
+        })?;
+        Ok(ExpireOutcome {
+            inner: Arc::new(outcome),
+        })
+    }
+
+    /// Rewrite the current snapshot's manifests.
+    #[pyo3(signature = (table, options = None))]
+    fn rewrite_manifests(
+        &self,
+        py: Python<'_>,
+        table: &str,
+        options: Option<&Bound<'_, PyDict>>,
+    ) -> PyResult<RewriteManifestsOutcome> {
+        let id = Self::table(table)?;
+        let opts: RewriteManifestsOptions = self::options("rewrite_manifests options", options)?;
+        let cat = Arc::clone(&self.inner);
+        let outcome = wait(py, move || async move {
+            rewrite_manifests(&cat, &id, &opts).await
+        })?;
+        Ok(RewriteManifestsOutcome {
+            inner: Arc::new(outcome),
+        })
+    }
+
+    /// Combine small position-delete files and drop dangling ones.
+    #[pyo3(signature = (table, options = None))]
+    fn rewrite_position_deletes(
+        &self,
+        py: Python<'_>,
+        table: &str,
+        options: Option<&Bound<'_, PyDict>>,
+    ) -> PyResult<RewritePositionDeletesOutcome> {
+        let id = Self::table(table)?;
+        let opts: RewritePositionDeletesOptions =
+            self::options("rewrite_position_deletes options", options)?;
+        let cat = Arc::clone(&self.inner);
+        let outcome = wait(py, move || async move {
+            rewrite_position_deletes(&cat, &id, &opts).await
+        })?;
+        Ok(RewritePositionDeletesOutcome {
+            inner: Arc::new(outcome),
+        })
+    }
+
+    /// Find (and, unless a dry run, delete) files under the table's location no snapshot uses.
+    #[pyo3(signature = (table, options = None))]
+    fn remove_orphan_files(
+        &self,
+        py: Python<'_>,
+        table: &str,
+        options: Option<&Bound<'_, PyDict>>,
+    ) -> PyResult<RemoveOrphanFilesOutcome> {
+        let id = Self::table(table)?;
+        let opts: RemoveOrphanFilesOptions = self::options("remove_orphan_files options", options)?;
+        let cat = Arc::clone(&self.inner);
+        let outcome = wait(py, move || async move {
+            remove_orphan_files(&cat, &id, &opts).await
+        })?;
+        Ok(RemoveOrphanFilesOutcome {
+            inner: Arc::new(outcome),
+        })
+    }
+
+    /// Check that every file the table references exists.
+    #[pyo3(signature = (table, options = None))]
+    fn missing_files(
+        &self,
+        py: Python<'_>,
+        table: &str,
+        options: Option<&Bound<'_, PyDict>>,
+    ) -> PyResult<MissingFilesOutcome> {
+        let id = Self::table(table)?;
+        let opts: FindMissingFilesOptions = self::options("missing_files options", options)?;
+        let cat = Arc::clone(&self.inner);
+        let outcome = wait(py, move || async move {
+            find_missing_files(&cat, &id, &opts).await
+        })?;
+        Ok(MissingFilesOutcome {
+            inner: Arc::new(outcome),
+        })
+    }
+
+    /// Run a plan on Cryo's native engine (a dry run unless `dry_run=False`: cryo-core's
+    /// default), optionally under file locks in `lock_dir` and appending receipts to
+    /// `receipt_log` (JSON lines).
+    #[pyo3(signature = (plan, lock_dir = None, receipt_log = None, options = None))]
+    fn run(
+        &self,
+        py: Python<'_>,
+        plan: &Plan,
+        lock_dir: Option<PathBuf>,
+        receipt_log: Option<PathBuf>,
+        options: Option<&Bound<'_, PyDict>>,
+    ) -> PyResult<RunOutcome> {
+        let opts: MaintenanceOptions = self::options("run options", options)?;
+        let cat = Arc::clone(&self.inner);
+        let plan = Arc::clone(&plan.inner);
+        let outcome = wait(py, move || async move {
+            let mut run = MaintenanceRun::new(&cat, &plan).with_options(opts);
+            if let Some(dir) = lock_dir {
+                run = run.with_locks(Arc::new(LocalLocks::new(dir)));
+            }
+            if let Some(path) = receipt_log {
+                run = run.with_receipt_log(JsonLinesLog::new(path));
+            }
+            run.execute().await
+        })?;
+        Ok(RunOutcome {
+            inner: Arc::new(outcome),
+        })
+    }
+
+    fn __repr__(&self) -> String {
+        let config = self.inner.config();
+        format!(
+            "Catalog({:?}, type={})",
+            config.name,
+            self.kind().unwrap_or_default()
+        )
+    }
+}
