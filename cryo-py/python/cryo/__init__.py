@@ -1,0 +1,164 @@
+"""Cryo: Apache Iceberg table maintenance, from metadata first.
+
+The pipeline::
+
+    catalog = cryo.Catalog("prod", type="rest", uri=..., warehouse=...)   # PyIceberg's properties
+    fleet = catalog.scan_fleet()               # metadata only
+    reports = [cryo.grade(t) for t in fleet.tables]
+    plan = catalog.plan(fleet)                 # a value: to_json(), Plan.from_json(), fingerprint
+    print(plan.render("trino", catalog="iceberg", version=478))
+    outcome = catalog.run(plan)                # a dry run unless dry_run=False
+    pyarrow.table(outcome.receipts())
+
+Single operations: :meth:`Catalog.compact`, :meth:`Catalog.expire_snapshots`,
+:meth:`Catalog.rewrite_manifests`, :meth:`Catalog.rewrite_position_deletes`,
+:meth:`Catalog.remove_orphan_files`, :meth:`Catalog.missing_files`.
+
+Conventions: small results are frozen classes with a readable ``repr`` and ``to_dict()``; tables of
+rows (receipts, per-partition statistics, file listings) are :class:`ArrowResult` objects that
+``pyarrow.table()``, polars and DuckDB read through the Arrow PyCapsule interface. Defaults are
+cryo-core's (``None`` means "the default"); destructive operations are dry runs unless told
+otherwise. Calls release the GIL, stop on Ctrl-C and work after ``os.fork()``. Errors are
+:class:`CryoError` subclasses (see :mod:`cryo.errors`).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Union
+
+from . import _cryo
+from ._catalog import Catalog, Instant
+from ._cryo import (
+    ArrowResult,
+    CompactionOutcome,
+    ExpireOutcome,
+    Finding,
+    FleetScan,
+    Footprint,
+    HealthReport,
+    MissingFilesOutcome,
+    Plan,
+    RemoveOrphanFilesOutcome,
+    RewriteManifestsOutcome,
+    RewritePositionDeletesOutcome,
+    RunOutcome,
+    TableScan,
+    __version__,
+)
+from .errors import (
+    CatalogError,
+    CommitConflictError,
+    ConfigError,
+    CryoError,
+    InternalError,
+    MetadataError,
+    NotFoundError,
+    RefusedError,
+    RenderError,
+    StorageError,
+    UnsupportedError,
+    ValidationError,
+)
+
+
+def grade(scan: TableScan, **options: Any) -> HealthReport:
+    """Grade a table scan: a letter (A–F), a score out of 100 and the findings behind them.
+
+    Pure: reads nothing, so it is as fast as a dict lookup. Options: cryo-core's
+    ``GradeOptions`` (``skip=[codes]``, ``cost={...}``).
+    """
+    return _cryo.grade(scan, {k: v for k, v in options.items() if v is not None})
+
+
+def render(plan: Plan, dialect: str, **options: Any) -> str:
+    """The plan as a SQL script for ``"trino"`` (options ``catalog``, ``version``) or ``"spark"``
+    (``catalog``, ``spark_version``, ``iceberg_version``); same as ``plan.render(...)``."""
+    return plan.render(dialect, **options)
+
+
+def demo_lake(path: Union[str, os.PathLike[str]], **options: Any) -> DemoLake:
+    """Build Cryo's demo lake under ``path`` (a sqlite catalog and a local warehouse of decayed
+    tables), or reopen it if it is already there. ``demo.catalog`` is a :class:`Catalog`."""
+    return DemoLake(_cryo.demo_lake(os.fspath(path), {k: v for k, v in options.items() if v is not None}))
+
+
+def read_receipts(path: Union[str, os.PathLike[str]]) -> ArrowResult:
+    """Read a receipt log written by :meth:`Catalog.run` as Arrow (``pyarrow.table(...)``)."""
+    return _cryo.read_receipts(os.fspath(path))
+
+
+class DemoLake:
+    """Cryo's demo lake: a sqlite catalog and a local warehouse of tables in known states of decay."""
+
+    __slots__ = ("_native", "catalog")
+
+    def __init__(self, native: _cryo.DemoLake) -> None:
+        self._native = native
+        #: The lake's catalog.
+        self.catalog = Catalog._wrap(native.catalog)
+
+    @property
+    def root(self) -> str:
+        """Directory holding the catalog, the warehouse and ``demo-lake.json``."""
+        return os.fspath(self._native.root)
+
+    @property
+    def tables(self) -> list[str]:
+        """Table identifiers."""
+        return self._native.tables
+
+    @property
+    def built(self) -> bool:
+        """True when this call built the lake, False when it reopened an existing one."""
+        return self._native.built
+
+    @property
+    def pristine(self) -> bool:
+        """True when no table was committed to since the lake was built."""
+        return self._native.pristine
+
+    def to_dict(self) -> dict[str, Any]:
+        """The lake's manifest: what every table holds."""
+        return self._native.to_dict()
+
+    def __repr__(self) -> str:
+        return repr(self._native)
+
+
+__all__ = [
+    "ArrowResult",
+    "Catalog",
+    "CatalogError",
+    "CommitConflictError",
+    "CompactionOutcome",
+    "ConfigError",
+    "CryoError",
+    "DemoLake",
+    "ExpireOutcome",
+    "Finding",
+    "FleetScan",
+    "Footprint",
+    "HealthReport",
+    "Instant",
+    "InternalError",
+    "MetadataError",
+    "MissingFilesOutcome",
+    "NotFoundError",
+    "Plan",
+    "RefusedError",
+    "RemoveOrphanFilesOutcome",
+    "RenderError",
+    "RewriteManifestsOutcome",
+    "RewritePositionDeletesOutcome",
+    "RunOutcome",
+    "StorageError",
+    "TableScan",
+    "UnsupportedError",
+    "ValidationError",
+    "__version__",
+    "demo_lake",
+    "grade",
+    "read_receipts",
+    "render",
+]

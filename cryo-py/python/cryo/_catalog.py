@@ -1,0 +1,233 @@
+"""The :class:`Catalog` facade: Python signatures and conversions over the native catalog."""
+
+from __future__ import annotations
+
+import datetime as _dt
+import os
+from typing import Any, Iterable, Mapping, Optional, Union
+
+from . import _cryo
+from ._cryo import (
+    CompactionOutcome,
+    ExpireOutcome,
+    FleetScan,
+    MissingFilesOutcome,
+    Plan,
+    RemoveOrphanFilesOutcome,
+    RewriteManifestsOutcome,
+    RewritePositionDeletesOutcome,
+    RunOutcome,
+    TableScan,
+)
+
+#: A point in time: an aware ``datetime``, an age (``timedelta`` before now) or epoch milliseconds.
+Instant = Union[_dt.datetime, _dt.timedelta, int]
+
+# PyIceberg catalog classes whose properties may omit `type` (they were constructed directly).
+_PYICEBERG_KINDS = {"SqlCatalog": "sql", "RestCatalog": "rest"}
+
+
+def _property(key: str, value: object) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (str, int, float)):
+        return str(value)
+    raise TypeError(f"catalog property {key!r} must be a string, number or bool, not {type(value).__name__}")
+
+
+def _epoch_ms(value: Optional[Instant], name: str) -> Optional[int]:
+    """An instant as epoch milliseconds (None stays None: cryo-core's default applies)."""
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        raise TypeError(f"{name} must be a datetime, timedelta or epoch milliseconds, not bool")
+    if isinstance(value, int):
+        return value
+    if isinstance(value, _dt.timedelta):
+        return int((_dt.datetime.now(_dt.timezone.utc) - value).timestamp() * 1000)
+    if isinstance(value, _dt.datetime):
+        if value.tzinfo is None:
+            raise ValueError(f"{name} must be timezone-aware (a naive datetime is ambiguous)")
+        return int(value.timestamp() * 1000)
+    raise TypeError(f"{name} must be a datetime, timedelta or epoch milliseconds, not {type(value).__name__}")
+
+
+def _options(**options: Any) -> dict[str, Any]:
+    """Keyword options for the native layer; None means cryo-core's default and is dropped."""
+    return {k: v for k, v in options.items() if v is not None}
+
+
+def _path(value: Optional[Union[str, os.PathLike[str]]]) -> Optional[str]:
+    return None if value is None else os.fspath(value)
+
+
+class Catalog:
+    """An Iceberg catalog, configured exactly like PyIceberg's ``load_catalog(name, **properties)``.
+
+    >>> cat = Catalog("prod", type="rest", uri="https://rest.example.com", warehouse="s3://lake")  # doctest: +SKIP
+    >>> cat = Catalog("local", type="sql", uri="sqlite:////tmp/catalog.db", warehouse="file:///tmp/wh")  # doctest: +SKIP
+
+    Supported types: ``sql`` (sqlite, the schema PyIceberg's ``SqlCatalog`` and Java's
+    ``JdbcCatalog`` share), ``rest``, ``hadoop`` and ``static`` (one table's ``metadata.json``).
+    Storage properties (``s3.endpoint``, ``s3.access-key-id``, …) use PyIceberg's names.
+
+    Every method that changes a table takes ``dry_run``: left as ``None`` it is cryo-core's
+    default, a dry run for everything that deletes files (``expire_snapshots``,
+    ``remove_orphan_files``, ``run``). Other keyword options are the fields of the matching
+    cryo-core options struct (``None`` keeps the default); an unknown one raises
+    :class:`cryo.ValidationError` listing the known ones.
+    """
+
+    __slots__ = ("_native",)
+
+    def __init__(self, name: str, **properties: object) -> None:
+        self._native = _cryo.Catalog(name, {k: _property(k, v) for k, v in properties.items()})
+
+    @classmethod
+    def _wrap(cls, native: _cryo.Catalog) -> Catalog:
+        self = cls.__new__(cls)
+        self._native = native
+        return self
+
+    @classmethod
+    def from_pyiceberg(cls, catalog: Any) -> Catalog:
+        """The same catalog as a PyIceberg catalog object (its ``name`` and ``properties``)."""
+        properties = dict(catalog.properties)
+        if "type" not in properties:
+            kind = _PYICEBERG_KINDS.get(type(catalog).__name__)
+            if kind is not None:
+                properties["type"] = kind
+        return cls(catalog.name, **properties)
+
+    @property
+    def name(self) -> str:
+        """Catalog name."""
+        return self._native.name
+
+    @property
+    def kind(self) -> str:
+        """``sql``, ``rest``, ``hadoop`` or ``static``."""
+        return self._native.kind
+
+    def list_tables(self) -> list[str]:
+        """Every table, as ``namespace.table`` identifiers."""
+        return self._native.list_tables()
+
+    def scan(self, table: str, **options: Any) -> TableScan:
+        """Scan one table's metadata (no data file is read). Options: cryo-core's ``ScanOptions``."""
+        return self._native.scan(table, _options(**options))
+
+    def scan_fleet(self, **options: Any) -> FleetScan:
+        """Scan every table (``namespaces=[...]`` to limit). Options: ``FleetScanOptions``."""
+        return self._native.scan_fleet(_options(**options))
+
+    def plan(
+        self,
+        scans: Union[FleetScan, TableScan, Iterable[TableScan], None] = None,
+        *,
+        grade_options: Optional[Mapping[str, Any]] = None,
+        **options: Any,
+    ) -> Plan:
+        """Grade the scans and plan their maintenance, worst tables first.
+
+        ``scans``: a fleet scan, one table scan or several; ``None`` scans the whole catalog
+        first. Options: cryo-core's ``PlanOptions`` (``operations``, budgets, ``expire``,
+        ``orphans``, …); ``grade_options``: ``GradeOptions``.
+        """
+        if scans is None:
+            scans = self.scan_fleet()
+        if isinstance(scans, FleetScan):
+            items = scans.tables
+        elif isinstance(scans, TableScan):
+            items = [scans]
+        else:
+            items = list(scans)
+        return self._native.plan(items, _options(**(grade_options or {})), _options(**options))
+
+    def compact(
+        self,
+        table: str,
+        *,
+        target_file_size: Optional[int] = None,
+        dry_run: Optional[bool] = None,
+        **options: Any,
+    ) -> CompactionOutcome:
+        """Rewrite small (or delete-laden) data files into files of ``target_file_size`` bytes.
+
+        ``target_file_size`` defaults to the table's ``write.target-file-size-bytes``. Options:
+        cryo-core's ``CompactOptions`` and ``RunOptions`` (``strategy``, ``partitions``,
+        ``parallel_groups``, …).
+        """
+        return self._native.compact(
+            table, _options(target_file_size_bytes=target_file_size, dry_run=dry_run, **options)
+        )
+
+    def expire_snapshots(
+        self,
+        table: str,
+        *,
+        older_than: Optional[Instant] = None,
+        retain_last: Optional[int] = None,
+        dry_run: Optional[bool] = None,
+        **options: Any,
+    ) -> ExpireOutcome:
+        """Expire snapshots older than ``older_than`` (keeping ``retain_last``), then delete the
+        files only they referenced. A dry run unless ``dry_run=False``. Defaults follow the
+        table's ``history.expire.*`` properties, as Iceberg's Java implementation does."""
+        return self._native.expire_snapshots(
+            table,
+            _options(
+                older_than_ms=_epoch_ms(older_than, "older_than"),
+                retain_last=retain_last,
+                dry_run=dry_run,
+                **options,
+            ),
+        )
+
+    def rewrite_manifests(self, table: str, *, dry_run: Optional[bool] = None, **options: Any) -> RewriteManifestsOutcome:
+        """Rewrite the current snapshot's manifests into fewer, well-clustered ones."""
+        return self._native.rewrite_manifests(table, _options(dry_run=dry_run, **options))
+
+    def rewrite_position_deletes(
+        self, table: str, *, dry_run: Optional[bool] = None, **options: Any
+    ) -> RewritePositionDeletesOutcome:
+        """Combine small position-delete files per partition and drop dangling ones."""
+        return self._native.rewrite_position_deletes(table, _options(dry_run=dry_run, **options))
+
+    def remove_orphan_files(
+        self,
+        table: str,
+        *,
+        older_than: Optional[Instant] = None,
+        dry_run: Optional[bool] = None,
+        **options: Any,
+    ) -> RemoveOrphanFilesOutcome:
+        """Find files under the table's location that no snapshot or metadata references and,
+        unless a dry run (the default), delete those older than ``older_than``."""
+        return self._native.remove_orphan_files(
+            table, _options(older_than_ms=_epoch_ms(older_than, "older_than"), dry_run=dry_run, **options)
+        )
+
+    def missing_files(self, table: str, **options: Any) -> MissingFilesOutcome:
+        """Check that every file the table's snapshots reference exists (reads nothing else)."""
+        return self._native.missing_files(table, _options(**options))
+
+    def run(
+        self,
+        plan: Plan,
+        *,
+        dry_run: Optional[bool] = None,
+        lock_dir: Optional[Union[str, os.PathLike[str]]] = None,
+        receipt_log: Optional[Union[str, os.PathLike[str]]] = None,
+        **options: Any,
+    ) -> RunOutcome:
+        """Run a plan on Cryo's native engine: a dry run unless ``dry_run=False``.
+
+        ``lock_dir``: take a file lock per table there; ``receipt_log``: append a receipt per
+        decision (JSON lines; read back with :func:`cryo.read_receipts`). Options: cryo-core's
+        ``MaintenanceOptions`` (``actor``, ``window``, ``deadline_ms``, …).
+        """
+        return self._native.run(plan, _path(lock_dir), _path(receipt_log), _options(dry_run=dry_run, **options))
+
+    def __repr__(self) -> str:
+        return repr(self._native)
