@@ -6,7 +6,7 @@
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 
 use cryo_core::clock::SystemClock;
 use cryo_core::compact::{CompactOptions, Compaction, RunOptions};
@@ -36,12 +36,62 @@ use crate::runtime::wait;
 
 /// A connected Iceberg catalog (sql, rest, hadoop or a single static table), configured with
 /// PyIceberg's properties.
+///
+/// Connections do not survive `os.fork()` (their threads stay in the parent), so a catalog used
+/// in a forked child (an Airflow worker) reconnects there from its configuration first.
 #[pyclass(frozen, module = "cryo._cryo", name = "Catalog")]
 pub struct Catalog {
-    pub(crate) inner: Arc<CoreCatalog>,
+    /// The process that connected, and the connection.
+    connected: Mutex<(u32, Arc<CoreCatalog>)>,
 }
 
 impl Catalog {
+    pub(crate) fn from_core(catalog: CoreCatalog) -> Self {
+        Self {
+            connected: Mutex::new((std::process::id(), Arc::new(catalog))),
+        }
+    }
+
+    /// The connection for this process (reconnecting after a fork).
+    fn core(&self, py: Python<'_>) -> PyResult<Arc<CoreCatalog>> {
+        let pid = std::process::id();
+        let config = {
+            let guard = self
+                .connected
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
+            if guard.0 == pid {
+                return Ok(Arc::clone(&guard.1));
+            }
+            guard.1.config().clone()
+        };
+        // Not under the lock: connecting releases the GIL, and another thread may want both.
+        let fresh = Arc::new(wait(py, move || async move {
+            CoreCatalog::connect(config).await
+        })?);
+        let mut guard = self
+            .connected
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if guard.0 != pid {
+            let stale = std::mem::replace(&mut *guard, (pid, Arc::clone(&fresh)));
+            // Its pools belong to threads the parent kept: dropping them here could block.
+            std::mem::forget(stale);
+        }
+        Ok(Arc::clone(&guard.1))
+    }
+
+    /// The connection for this process, without a possible reconnect (metadata only).
+    fn current(&self) -> Arc<CoreCatalog> {
+        Arc::clone(
+            &self
+                .connected
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .1,
+        )
+    }
+
     fn table(table: &str) -> PyResult<TableId> {
         check(TableId::parse(table))
     }
@@ -58,21 +108,19 @@ impl Catalog {
             py,
             move || async move { CoreCatalog::connect(config).await },
         )?;
-        Ok(Self {
-            inner: Arc::new(inner),
-        })
+        Ok(Self::from_core(inner))
     }
 
     /// Catalog name.
     #[getter]
-    fn name(&self) -> &str {
-        self.inner.name()
+    fn name(&self) -> String {
+        self.current().name().to_string()
     }
 
     /// `sql`, `rest`, `hadoop` or `static`.
     #[getter]
     fn kind(&self) -> PyResult<String> {
-        match serde_json::to_value(self.inner.kind()) {
+        match serde_json::to_value(self.current().kind()) {
             Ok(serde_json::Value::String(s)) => Ok(s),
             _ => Err(crate::errors::internal("catalog kind is not a string")),
         }
@@ -80,7 +128,7 @@ impl Catalog {
 
     /// Every table, as `namespace.table` identifiers.
     fn list_tables(&self, py: Python<'_>) -> PyResult<Vec<String>> {
-        let cat = Arc::clone(&self.inner);
+        let cat = self.core(py)?;
         let ids = wait(py, move || async move { cat.list_all_tables().await })?;
         Ok(ids.iter().map(ToString::to_string).collect())
     }
@@ -95,7 +143,7 @@ impl Catalog {
     ) -> PyResult<TableScan> {
         let id = Self::table(table)?;
         let opts: ScanOptions = self::options("scan options", options)?;
-        let cat = Arc::clone(&self.inner);
+        let cat = self.core(py)?;
         let scan = wait(py, move || async move {
             scan_table(&cat, &id, &opts, &SystemClock).await
         })?;
@@ -112,7 +160,7 @@ impl Catalog {
         options: Option<&Bound<'_, PyDict>>,
     ) -> PyResult<FleetScan> {
         let opts: FleetScanOptions = self::options("fleet scan options", options)?;
-        let cat = Arc::clone(&self.inner);
+        let cat = self.core(py)?;
         let fleet = wait(py, move || async move {
             scan_fleet(&cat, &opts, &SystemClock).await
         })?;
@@ -136,7 +184,7 @@ impl Catalog {
             .into_iter()
             .map(|s| Arc::clone(&s.get().inner))
             .collect();
-        let name = self.inner.name().to_string();
+        let name = self.current().name().to_string();
         let plan = py.detach(|| {
             let mut graded = Vec::with_capacity(scans.len());
             let mut now = 0;
@@ -162,7 +210,7 @@ impl Catalog {
     ) -> PyResult<CompactionOutcome> {
         let id = Self::table(table)?;
         let (what, how): (CompactOptions, RunOptions) = options_pair("compact options", options)?;
-        let cat = Arc::clone(&self.inner);
+        let cat = self.core(py)?;
         let outcome = wait(py, move || async move {
             Compaction::new(&cat, id)
                 .with_options(what)
@@ -185,7 +233,7 @@ impl Catalog {
     ) -> PyResult<ExpireOutcome> {
         let id = Self::table(table)?;
         let opts: ExpireOptions = self::options("expire options", options)?;
-        let cat = Arc::clone(&self.inner);
+        let cat = self.core(py)?;
         let outcome = wait(py, move || async move {
             expire_snapshots(&cat, &id, &opts).await
         })?;
@@ -204,7 +252,7 @@ impl Catalog {
     ) -> PyResult<RewriteManifestsOutcome> {
         let id = Self::table(table)?;
         let opts: RewriteManifestsOptions = self::options("rewrite_manifests options", options)?;
-        let cat = Arc::clone(&self.inner);
+        let cat = self.core(py)?;
         let outcome = wait(py, move || async move {
             rewrite_manifests(&cat, &id, &opts).await
         })?;
@@ -224,7 +272,7 @@ impl Catalog {
         let id = Self::table(table)?;
         let opts: RewritePositionDeletesOptions =
             self::options("rewrite_position_deletes options", options)?;
-        let cat = Arc::clone(&self.inner);
+        let cat = self.core(py)?;
         let outcome = wait(py, move || async move {
             rewrite_position_deletes(&cat, &id, &opts).await
         })?;
@@ -243,7 +291,7 @@ impl Catalog {
     ) -> PyResult<RemoveOrphanFilesOutcome> {
         let id = Self::table(table)?;
         let opts: RemoveOrphanFilesOptions = self::options("remove_orphan_files options", options)?;
-        let cat = Arc::clone(&self.inner);
+        let cat = self.core(py)?;
         let outcome = wait(py, move || async move {
             remove_orphan_files(&cat, &id, &opts).await
         })?;
@@ -262,7 +310,7 @@ impl Catalog {
     ) -> PyResult<MissingFilesOutcome> {
         let id = Self::table(table)?;
         let opts: FindMissingFilesOptions = self::options("missing_files options", options)?;
-        let cat = Arc::clone(&self.inner);
+        let cat = self.core(py)?;
         let outcome = wait(py, move || async move {
             find_missing_files(&cat, &id, &opts).await
         })?;
@@ -284,7 +332,7 @@ impl Catalog {
         options: Option<&Bound<'_, PyDict>>,
     ) -> PyResult<RunOutcome> {
         let opts: MaintenanceOptions = self::options("run options", options)?;
-        let cat = Arc::clone(&self.inner);
+        let cat = self.core(py)?;
         let plan = Arc::clone(&plan.inner);
         let outcome = wait(py, move || async move {
             let mut run = MaintenanceRun::new(&cat, &plan).with_options(opts);
@@ -302,7 +350,8 @@ impl Catalog {
     }
 
     fn __repr__(&self) -> String {
-        let config = self.inner.config();
+        let current = self.current();
+        let config = current.config();
         format!(
             "Catalog({:?}, type={})",
             config.name,

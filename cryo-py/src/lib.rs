@@ -105,12 +105,7 @@ fn demo_lake(
         py,
         move || async move { create_demo_lake(&path, &opts).await },
     )?;
-    let catalog = Py::new(
-        py,
-        Catalog {
-            inner: Arc::new(lake.catalog),
-        },
-    )?;
+    let catalog = Py::new(py, Catalog::from_core(lake.catalog))?;
     Ok(DemoLake {
         catalog,
         root: lake.root,
