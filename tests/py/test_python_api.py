@@ -238,6 +238,12 @@ def test_errors_are_typed(lake, tmp_path):
         lake.catalog.compact("lake.healthy", min_input_files="many")
     with pytest.raises(cryo.CryoError):
         cryo.Plan.from_json("{not json")
+    with pytest.raises(cryo.ValidationError, match="timezone-aware") as naive:
+        lake.catalog.expire_snapshots("lake.healthy", older_than=dt.datetime(2026, 1, 1))
+    assert naive.value.code == "validation"
+    # An aware datetime is an instant: nothing that old in the demo lake's recent history to expire.
+    aware = lake.catalog.expire_snapshots("lake.healthy", older_than=dt.datetime(2000, 1, 1, tzinfo=dt.timezone.utc))
+    assert aware.dry_run and aware.expired_snapshot_ids == []
 
 
 def test_planted_secret_never_shown(tmp_path):
@@ -332,6 +338,8 @@ def _in_forked_child(work) -> str:
 
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
+# Python 3.12 warns on any fork of a threaded process; forking one that uses Cryo is the point here.
+@pytest.mark.filterwarnings("ignore:This process .* is multi-threaded")
 def test_works_after_fork(lake):
     cat = lake.catalog
     files = cat.scan("lake.healthy").data_files  # the parent's runtime and connections are up

@@ -35,6 +35,14 @@ def _property(key: str, value: object) -> str:
     raise TypeError(f"catalog property {key!r} must be a string, number or bool, not {type(value).__name__}")
 
 
+def _invalid(message: str) -> _cryo.ValidationError:
+    """A ValidationError raised by the facade, shaped like the ones cryo-core's errors become."""
+    err = _cryo.ValidationError(f"invalid input: {message}")
+    err.code = "validation"
+    err.retryable = False
+    return err
+
+
 def _epoch_ms(value: Optional[Instant], name: str) -> Optional[int]:
     """An instant as epoch milliseconds (None stays None: cryo-core's default applies)."""
     if value is None:
@@ -47,7 +55,7 @@ def _epoch_ms(value: Optional[Instant], name: str) -> Optional[int]:
         return int((_dt.datetime.now(_dt.timezone.utc) - value).timestamp() * 1000)
     if isinstance(value, _dt.datetime):
         if value.tzinfo is None:
-            raise ValueError(f"{name} must be timezone-aware (a naive datetime is ambiguous)")
+            raise _invalid(f"{name} must be timezone-aware (a naive datetime is ambiguous)")
         return int(value.timestamp() * 1000)
     raise TypeError(f"{name} must be a datetime, timedelta or epoch milliseconds, not {type(value).__name__}")
 
