@@ -20,11 +20,13 @@ use cryo_core::maintain::{
 };
 use cryo_core::plan::{PlanOptions, plan_fleet};
 use cryo_core::receipt::JsonLinesLog;
-use cryo_core::scan::{FleetScanOptions, ScanOptions, scan_fleet, scan_table};
+use cryo_core::scan::arrow::files_batch;
+use cryo_core::scan::{FleetScanOptions, ScanOptions, list_files, scan_fleet, scan_table};
 use cryo_core::{Catalog as CoreCatalog, CatalogConfig, TableId};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
+use crate::arrow::ArrowResult;
 use crate::convert::{options, options_pair};
 use crate::errors::check;
 use crate::models::{
@@ -150,6 +152,25 @@ impl Catalog {
         Ok(TableScan {
             inner: Arc::new(scan),
         })
+    }
+
+    /// Every live file of the table's current snapshot (data and delete files), as Arrow.
+    #[pyo3(signature = (table, options = None))]
+    fn files(
+        &self,
+        py: Python<'_>,
+        table: &str,
+        options: Option<&Bound<'_, PyDict>>,
+    ) -> PyResult<ArrowResult> {
+        let id = Self::table(table)?;
+        let opts: ScanOptions = self::options("scan options", options)?;
+        let cat = self.core(py)?;
+        let batch = wait(py, move || async move {
+            let loaded = cat.load_table(&id).await?;
+            let files = list_files(&loaded, &opts).await?;
+            files_batch(&id, &files)
+        })?;
+        Ok(ArrowResult::new("files", batch))
     }
 
     /// Scan every table of the catalog.

@@ -705,8 +705,48 @@ outcome!(
         /// Rows in missing data files.
         #[getter]
         fn rows_at_risk(&self) -> u64 { self.inner.rows_at_risk }
+        /// The missing files (`path`, `kind`, `records`, `bytes`, `snapshots`), as Arrow.
+        fn missing(&self, py: Python<'_>) -> PyResult<ArrowResult> {
+            let missing = self.inner.missing.as_slice();
+            let batch = py.detach(|| missing_batch(missing));
+            Ok(ArrowResult::new("missing_files", batch?))
+        }
     }
 );
+
+/// Missing files as Arrow (`kind` in cryo-core's serde spelling).
+fn missing_batch(missing: &[cryo_core::maintain::MissingFile]) -> PyResult<RecordBatch> {
+    let mut path = StringBuilder::new();
+    let mut kind = StringBuilder::new();
+    let mut records = UInt64Builder::new();
+    let mut bytes = UInt64Builder::new();
+    let mut snapshots = UInt64Builder::new();
+    for m in missing {
+        path.append_value(&m.path);
+        match serde_json::to_value(m.kind).map_err(errors::internal)? {
+            serde_json::Value::String(k) => kind.append_value(k),
+            other => kind.append_value(other.to_string()),
+        }
+        records.append_value(m.records);
+        bytes.append_value(m.bytes);
+        snapshots.append_value(m.snapshot_ids.len() as u64);
+    }
+    let schema = Arc::new(Schema::new(vec![
+        Field::new("path", DataType::Utf8, false),
+        Field::new("kind", DataType::Utf8, false),
+        Field::new("records", DataType::UInt64, false),
+        Field::new("bytes", DataType::UInt64, false),
+        Field::new("snapshots", DataType::UInt64, false),
+    ]));
+    let columns: Vec<ArrayRef> = vec![
+        Arc::new(path.finish()),
+        Arc::new(kind.finish()),
+        Arc::new(records.finish()),
+        Arc::new(bytes.finish()),
+        Arc::new(snapshots.finish()),
+    ];
+    RecordBatch::try_new(schema, columns).map_err(errors::internal)
+}
 
 /// A `path`/`size`/`last_modified` listing as Arrow.
 fn files_result(

@@ -219,6 +219,25 @@ def test_destructive_operations_default_to_dry_runs(tmp_path):
     assert cryo_peers.read_pyiceberg("ns.items", catalog=pycat).num_rows == 300
 
 
+def test_file_listing_and_missing_files_as_arrow(tmp_path):
+    duckdb = pytest.importorskip("duckdb")
+    pycat = _pyiceberg_table(tmp_path, files=4)
+    cat = cryo.Catalog.from_pyiceberg(pycat)
+    files = cat.files("ns.items")
+    listing = pa.table(files)
+    live = {f.file.file_path for f in pycat.load_table("ns.items").scan().plan_files()}
+    assert set(listing.column("path").to_pylist()) == live and len(files) == 4
+    assert duckdb.connect().execute("select sum(records) from files").fetchone()[0] == 400
+
+    assert cat.missing_files("ns.items").is_clean
+    lost = sorted(live)[0]
+    Path(lost.removeprefix("file://")).unlink()
+    damage = cat.missing_files("ns.items")
+    assert not damage.is_clean and damage.missing_count == 1 and damage.rows_at_risk == 100
+    missing = pa.table(damage.missing()).to_pylist()
+    assert [(m["path"], m["kind"], m["records"]) for m in missing] == [(lost, "data_file", 100)]
+
+
 # ---- errors and secrets ---------------------------------------------------------------------
 
 

@@ -8,6 +8,7 @@ from typing import Any, Iterable, Mapping, Optional, Union
 
 from . import _cryo
 from ._cryo import (
+    ArrowResult,
     CompactionOutcome,
     ExpireOutcome,
     FleetScan,
@@ -124,6 +125,11 @@ class Catalog:
     def scan(self, table: str, **options: Any) -> TableScan:
         """Scan one table's metadata (no data file is read). Options: cryo-core's ``ScanOptions``."""
         return self._native.scan(table, _options(**options))
+
+    def files(self, table: str, **options: Any) -> ArrowResult:
+        """Every live file of the current snapshot (data and delete files) as Arrow: ``path``,
+        ``content``, ``partition``, ``records``, ``size_bytes``, ``manifest``, … (metadata only)."""
+        return self._native.files(table, _options(**options))
 
     def scan_fleet(self, **options: Any) -> FleetScan:
         """Scan every table (``namespaces=[...]`` to limit). Options: ``FleetScanOptions``."""
