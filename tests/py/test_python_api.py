@@ -311,6 +311,15 @@ def test_gil_released_during_rust_work(tmp_path):
     assert during > 10_000, (during, elapsed)
 
 
+def test_one_catalog_from_many_threads(lake):
+    from concurrent.futures import ThreadPoolExecutor
+
+    expected = {t: lake.catalog.scan(t).data_files for t in lake.tables}
+    with ThreadPoolExecutor(4) as pool:
+        got = dict(zip(lake.tables * 3, pool.map(lambda t: lake.catalog.scan(t).data_files, lake.tables * 3)))
+    assert got == expected
+
+
 def test_ctrl_c_interrupts_a_long_call(tmp_path):
     # Reference: how long the call takes uninterrupted.
     started = time.perf_counter()
