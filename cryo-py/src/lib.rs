@@ -16,6 +16,7 @@ mod runtime;
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use cryo_core::catalog::{Namespace, TableId};
 use cryo_core::demo::{DemoOptions, create_demo_lake};
 use cryo_core::grade::{GradeOptions, grade as grade_scan};
 use cryo_core::receipt::{JsonLinesLog, receipts_batch};
@@ -122,6 +123,13 @@ fn read_receipts(py: Python<'_>, path: PathBuf) -> PyResult<ArrowResult> {
     Ok(ArrowResult::new("receipts", batch))
 }
 
+/// A table identifier as cryo-core prints it (`namespace.table`, a part quoted when it needs it),
+/// from the `{"namespace": [...], "name": ...}` form `to_dict()` results carry.
+#[pyfunction]
+fn table_name(namespace: Vec<String>, name: String) -> String {
+    TableId::new(Namespace::new(namespace), name).to_string()
+}
+
 /// The native module.
 #[pymodule]
 fn _cryo(m: &Bound<'_, PyModule>) -> PyResult<()> {
@@ -146,5 +154,6 @@ fn _cryo(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(grade, m)?)?;
     m.add_function(wrap_pyfunction!(demo_lake, m)?)?;
     m.add_function(wrap_pyfunction!(read_receipts, m)?)?;
+    m.add_function(wrap_pyfunction!(table_name, m)?)?;
     Ok(())
 }

@@ -25,6 +25,15 @@ use crate::convert::{options, to_python};
 use crate::errors::{self, check};
 use crate::runtime::blocking;
 
+/// HTML for notebooks (`_repr_html_`): laid out in Python by `cryo._html.<renderer>(obj)` from the
+/// figures the object exposes.
+fn html(obj: &Bound<'_, PyAny>, renderer: &str) -> PyResult<String> {
+    obj.py()
+        .import("cryo._html")?
+        .call_method1(renderer, (obj,))?
+        .extract()
+}
+
 /// `12.3 MB`-style sizes for `repr`s.
 pub(crate) fn human_bytes(bytes: u64) -> String {
     const UNITS: [&str; 5] = ["B", "kB", "MB", "GB", "TB"];
@@ -124,6 +133,11 @@ impl TableScan {
     fn manifests(&self) -> u64 {
         self.inner.manifests.count
     }
+    /// Live delete files (position, equality and deletion vectors).
+    #[getter]
+    fn delete_files(&self) -> u64 {
+        self.inner.delete_files.files()
+    }
     /// When the scan read the metadata (epoch milliseconds).
     #[getter]
     fn scanned_at_ms(&self) -> i64 {
@@ -203,6 +217,10 @@ impl FleetScan {
     fn __len__(&self) -> usize {
         self.inner.tables.len()
     }
+    /// Notebook view: every table graded (cryo-core's default options), worst first.
+    fn _repr_html_(slf: &Bound<'_, Self>) -> PyResult<String> {
+        html(slf.as_any(), "fleet_scan")
+    }
     fn __repr__(&self) -> String {
         format!(
             "FleetScan(catalog {:?}: {} tables, {} errors, {} ms)",
@@ -222,7 +240,7 @@ pub struct Finding {
     /// Stable check code (key alerts on this, never on the message).
     #[pyo3(get)]
     code: String,
-    /// `low`, `medium`, `high` or `critical`.
+    /// `warn` or `crit`.
     #[pyo3(get)]
     severity: String,
     /// Points deducted.
@@ -351,6 +369,10 @@ impl HealthReport {
     fn to_dict<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
         to_python(py, self.inner.as_ref())
     }
+    /// Notebook view: grade, a bar per deduction, the fixes and the cost.
+    fn _repr_html_(slf: &Bound<'_, Self>) -> PyResult<String> {
+        html(slf.as_any(), "health_report")
+    }
     fn __repr__(&self) -> String {
         let codes: Vec<&str> = self
             .inner
@@ -462,6 +484,10 @@ impl Plan {
     /// The whole plan, as plain Python values.
     fn to_dict<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
         to_python(py, self.inner.as_ref())
+    }
+    /// Notebook view: tables, their steps in order, chunks and bytes.
+    fn _repr_html_(slf: &Bound<'_, Self>) -> PyResult<String> {
+        html(slf.as_any(), "plan")
     }
     fn __eq__(&self, other: &Plan) -> bool {
         self.inner.fingerprint == other.inner.fingerprint
@@ -832,6 +858,10 @@ impl RunOutcome {
     /// Everything cryo-core reports, as plain Python values.
     fn to_dict<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
         to_python(py, self.inner.as_ref())
+    }
+    /// Notebook view: counts by status and the receipts, coloured by status.
+    fn _repr_html_(slf: &Bound<'_, Self>) -> PyResult<String> {
+        html(slf.as_any(), "run_outcome")
     }
     fn __repr__(&self) -> String {
         format!(

@@ -4,7 +4,7 @@ The pipeline::
 
     catalog = cryo.Catalog("prod", type="rest", uri=..., warehouse=...)   # PyIceberg's properties
     fleet = catalog.scan_fleet()               # metadata only
-    reports = [cryo.grade(t) for t in fleet.tables]
+    grades = cryo.grade_fleet(fleet)           # HealthReports, worst first
     plan = catalog.plan(fleet)                 # a value: to_json(), Plan.from_json(), fingerprint
     print(plan.render("trino", catalog="iceberg", version=478))
     outcome = catalog.run(plan)                # a dry run unless dry_run=False
@@ -13,6 +13,9 @@ The pipeline::
 Single operations: :meth:`Catalog.compact`, :meth:`Catalog.expire_snapshots`,
 :meth:`Catalog.rewrite_manifests`, :meth:`Catalog.rewrite_position_deletes`,
 :meth:`Catalog.remove_orphan_files`, :meth:`Catalog.missing_files`.
+
+In a notebook, health reports, fleet grades, fleet scans, plans and run outcomes display as HTML
+(``_repr_html_``): grade badges, a bar per deduction, the fixes, the cost, the receipts.
 
 Conventions: small results are frozen classes with a readable ``repr`` and ``to_dict()``; tables of
 rows (receipts, per-partition statistics, file listings) are :class:`ArrowResult` objects that
@@ -29,6 +32,7 @@ from typing import Any, Union
 
 from . import _cryo
 from ._catalog import Catalog, Instant
+from ._fleet import FleetGrades, grade_fleet
 from ._cryo import (
     ArrowResult,
     CompactionOutcome,
@@ -137,6 +141,7 @@ __all__ = [
     "DemoLake",
     "ExpireOutcome",
     "Finding",
+    "FleetGrades",
     "FleetScan",
     "Footprint",
     "HealthReport",
@@ -159,6 +164,7 @@ __all__ = [
     "__version__",
     "demo_lake",
     "grade",
+    "grade_fleet",
     "read_receipts",
     "render",
 ]
