@@ -210,7 +210,14 @@ def test_report_shows_every_finding_with_bars_sized_by_points(fleet):
         badge = root.find("cryo-grade")
         assert badge.classes == {"cryo-grade", f"cryo-grade-{report.grade}"} and badge.all_text() == report.grade
         assert badge.style["background"] == _html.GRADE_COLOURS[report.grade][0]
-        assert int(root.find("cryo-score").attrs["data-score"]) == report.score
+        strip = root.find("cryo-score")
+        assert int(strip.attrs["data-score"]) == report.score
+        # The strip is the 100 points: the score, then the deductions (fitted into what was lost).
+        segments = [width_pct(s) for s in strip.children[0].children]
+        assert segments[0] == pytest.approx(report.score, abs=0.05) and len(segments) == 1 + len(report.findings)
+        assert sum(segments) <= 100.05 + 0.05 * len(segments)
+        if report.findings and sum(f.points for f in report.findings) <= 100 - report.score:
+            assert segments[1:] == pytest.approx([f.points for f in report.findings], abs=0.05)
         rows = root.find_all("cryo-finding")
         assert [r.attrs["data-code"] for r in rows] == [f.code for f in report.findings]
         for row, f in zip(rows, report.findings):
@@ -327,7 +334,7 @@ def test_run_outcome_receipts_coloured_by_status(tmp_path):
             status = row.attrs["data-status"]
             pill = row.find("cryo-status")
             assert pill.style["background"] == _html.STATUS_COLOURS[status][0]
-            assert _html.STATUS_COLOURS[status][0] in row.attrs["style"]
+            assert row.children[0].style["border-left"] == f"3px solid {_html.STATUS_COLOURS[status][0]}"
         counts = {p.all_text().rsplit(" ", 1)[0].replace(" ", "_"): int(p.all_text().rsplit(" ", 1)[1]) for p in root.find_all("cryo-status-count")}
         assert counts == outcome.counts
     assert "succeeded" in outcome.counts and "dry_run" not in outcome.counts

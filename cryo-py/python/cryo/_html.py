@@ -227,8 +227,11 @@ def health_report(report: Any) -> str:
 
 
 def _score_strip(grade: str, score: int, findings: Sequence[Any]) -> str:
-    """The 100 points as one strip: the score in the grade's colour, then each deduction."""
+    """The 100 points as one strip: the score in the grade's colour, then each deduction (shrunk
+    to fit when the deductions add up to more than the score lost, as when it bottoms out at 0)."""
     width = BAR_TRACK_PX * 2
+    lost = sum(int(f.points) for f in findings)
+    fit = min(1.0, (100 - score) / lost) if lost else 1.0
     segments = [
         f'<span title="{esc(f"score {score}/100")}" style="display:block;float:left;height:100%;'
         f'width:{bar_pct(score)}%;background:{GRADE_COLOURS.get(grade, _UNKNOWN)[0]}"></span>'
@@ -237,7 +240,7 @@ def _score_strip(grade: str, score: int, findings: Sequence[Any]) -> str:
         colour = SEVERITY_COLOURS.get(f.severity, _UNKNOWN)[0]
         segments.append(
             f'<span title="{esc(f"{f.code}: -{f.points}")}" style="display:block;float:left;height:100%;'
-            f"width:{bar_pct(f.points)}%;background:{colour};opacity:.55;"
+            f"width:{bar_pct(f.points * fit)}%;background:{colour};opacity:.55;"
             'box-shadow:inset 1px 0 0 rgba(255,255,255,.6)"></span>'
         )
     return (
@@ -532,8 +535,8 @@ def run_outcome(outcome: Any) -> str:
         change = f"{esc(before)} → {esc(after)}" if before and after else esc(before or after)
         duration = r.get("duration_ms")
         rows.append(
-            f'<tr class="cryo-receipt" data-status="{esc(status)}" style="box-shadow:inset 3px 0 0 {colours[0]}">'
-            + _td(esc(table_name(r.get("table", ""))), extra=";padding-left:8px;font-weight:600")
+            f'<tr class="cryo-receipt" data-status="{esc(status)}">'
+            + _td(esc(table_name(r.get("table", ""))), extra=f";padding-left:8px;font-weight:600;border-left:3px solid {colours[0]}")
             + _td(_code(r.get("operation")) if r.get("operation") else f'<span style="{_MUTED}">–</span>')
             + _td(pill(status.replace("_", " "), colours, "cryo-status"))
             + _td(change, numeric=True)
