@@ -366,11 +366,9 @@ def fleet(reports: Iterable[Any], scans: Optional[Mapping[str, Any]] = None, err
 
 def fleet_scan(scan: Any) -> str:
     """A :class:`cryo.FleetScan`, each table graded with cryo-core's default options."""
-    from . import _cryo
+    from ._fleet import grade_fleet
 
-    tables = list(scan.tables)
-    reports = [_cryo.grade(t) for t in tables]
-    return fleet(reports, {t.table: t for t in tables}, scan.errors, scan.catalog)
+    return grade_fleet(scan)._repr_html_()
 
 
 # ---- plan -----------------------------------------------------------------------------------
