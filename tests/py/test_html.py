@@ -14,7 +14,7 @@ values are HTML):
   badge, a score bar as wide as the score and the scan's figures;
 - a plan lists its tables and steps in plan order with their chunks and bytes; a run outcome has a
   receipt row per receipt, coloured by status;
-- every element that sets a text colour also sets its background (so the theme's text colour is
+- every element that sets a text colour also sets its background colour (so the theme's text colour is
   never drawn on a colour it did not choose: readable in light and dark themes).
 """
 
@@ -112,7 +112,7 @@ def parse(fragment: str) -> Element:
         assert "url(" not in style and "expression" not in style and "@import" not in style, style
         colour = el.style.get("color")
         if colour is not None and colour != "inherit":
-            assert "background" in el.style, f"text colour {colour} without a background: {el.attrs}"
+            assert "background-color" in el.style, f"text colour {colour} without a background: {el.attrs}"
     assert "<script" not in fragment.lower() and "<style" not in fragment.lower()
     return root
 
@@ -209,7 +209,7 @@ def test_report_shows_every_finding_with_bars_sized_by_points(fleet):
         assert card.attrs["data-grade"] == report.grade and card.attrs["data-table"] == report.table
         badge = root.find("cryo-grade")
         assert badge.classes == {"cryo-grade", f"cryo-grade-{report.grade}"} and badge.all_text() == report.grade
-        assert badge.style["background"] == _html.GRADE_COLOURS[report.grade][0]
+        assert badge.style["background-color"] == _html.GRADE_COLOURS[report.grade][0]
         strip = root.find("cryo-score")
         assert int(strip.attrs["data-score"]) == report.score
         # The strip is the 100 points: the score, then the deductions (fitted into what was lost).
@@ -333,7 +333,7 @@ def test_run_outcome_receipts_coloured_by_status(tmp_path):
         for row in rows:
             status = row.attrs["data-status"]
             pill = row.find("cryo-status")
-            assert pill.style["background"] == _html.STATUS_COLOURS[status][0]
+            assert pill.style["background-color"] == _html.STATUS_COLOURS[status][0]
             assert row.children[0].style["border-left"] == f"3px solid {_html.STATUS_COLOURS[status][0]}"
         counts = {p.all_text().rsplit(" ", 1)[0].replace(" ", "_"): int(p.all_text().rsplit(" ", 1)[1]) for p in root.find_all("cryo-status-count")}
         assert counts == outcome.counts

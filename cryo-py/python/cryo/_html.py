@@ -44,15 +44,15 @@ MAX_CHUNKS_SHOWN = 8
 
 _ROOT = "font-family:inherit;font-size:13px;line-height:1.45;color:inherit;max-width:1100px;margin:4px 0"
 _MUTED = "opacity:.72"
-_TABLE = "border-collapse:collapse;margin:6px 0;font-variant-numeric:tabular-nums;color:inherit;background:transparent"
+_TABLE = "border-collapse:collapse;margin:6px 0;font-variant-numeric:tabular-nums;color:inherit;background-color:transparent"
 _TH = (
     "text-align:left;padding:4px 10px 4px 0;font-weight:600;white-space:nowrap;"
-    "border-bottom:1px solid rgba(128,128,128,.45);background:transparent;color:inherit"
+    "border-bottom:1px solid rgba(128,128,128,.45);background-color:transparent;color:inherit"
 )
-_TD = "text-align:left;vertical-align:top;padding:5px 10px 5px 0;border-bottom:1px solid rgba(128,128,128,.2);background:transparent;color:inherit"
+_TD = "text-align:left;vertical-align:top;padding:5px 10px 5px 0;border-bottom:1px solid rgba(128,128,128,.2);background-color:transparent;color:inherit"
 _NUM = _TD.replace("text-align:left", "text-align:right") + ";white-space:nowrap"
-_TRACK = "display:inline-block;vertical-align:middle;height:10px;border-radius:3px;background:rgba(128,128,128,.22);overflow:hidden"
-_CODE = "font-family:SFMono-Regular,Menlo,Consolas,monospace;font-size:12px;padding:0 3px;border-radius:3px;background:rgba(128,128,128,.16);color:inherit"
+_TRACK = "display:inline-block;vertical-align:middle;height:10px;border-radius:3px;background-color:rgba(128,128,128,.22);overflow:hidden"
+_CODE = "font-family:SFMono-Regular,Menlo,Consolas,monospace;font-size:12px;padding:0 3px;border-radius:3px;background-color:rgba(128,128,128,.16);color:inherit"
 
 
 def esc(value: object) -> str:
@@ -109,7 +109,7 @@ def pill(text: str, colours: tuple[str, str], cls: str = "", title: str = "") ->
     attrs += f' title="{esc(title)}"' if title else ""
     return (
         f'<span{attrs} style="display:inline-block;padding:0 7px;border-radius:9px;font-size:11.5px;'
-        f'font-weight:600;line-height:18px;white-space:nowrap;background:{bg};color:{fg}">{esc(text)}</span>'
+        f'font-weight:600;line-height:18px;white-space:nowrap;background-color:{bg};color:{fg}">{esc(text)}</span>'
     )
 
 
@@ -120,7 +120,7 @@ def grade_badge(grade: str, score: Optional[int] = None, size: int = 22) -> str:
     return (
         f'<span class="cryo-grade cryo-grade-{esc(grade)}" title="{esc(title)}" style="display:inline-block;'
         f"min-width:{size}px;height:{size}px;line-height:{size}px;text-align:center;border-radius:5px;"
-        f'font-weight:700;font-size:{round(size * 0.6)}px;background:{bg};color:{fg}">{esc(grade)}</span>'
+        f'font-weight:700;font-size:{round(size * 0.6)}px;background-color:{bg};color:{fg}">{esc(grade)}</span>'
     )
 
 
@@ -134,7 +134,7 @@ def bar(points: float, colour: str, cls: str, px: int = BAR_TRACK_PX, title: str
     t = f' title="{esc(title)}"' if title else ""
     return (
         f'<span style="{_TRACK};width:{px}px"{t}><span class="{esc(cls)}" data-points="{esc(points)}" '
-        f'style="display:block;height:100%;width:{bar_pct(points)}%;background:{colour}"></span></span>'
+        f'style="display:block;height:100%;width:{bar_pct(points)}%;background-color:{colour}"></span></span>'
     )
 
 
@@ -234,13 +234,13 @@ def _score_strip(grade: str, score: int, findings: Sequence[Any]) -> str:
     fit = min(1.0, (100 - score) / lost) if lost else 1.0
     segments = [
         f'<span title="{esc(f"score {score}/100")}" style="display:block;float:left;height:100%;'
-        f'width:{bar_pct(score)}%;background:{GRADE_COLOURS.get(grade, _UNKNOWN)[0]}"></span>'
+        f'width:{bar_pct(score)}%;background-color:{GRADE_COLOURS.get(grade, _UNKNOWN)[0]}"></span>'
     ]
     for f in findings:
         colour = SEVERITY_COLOURS.get(f.severity, _UNKNOWN)[0]
         segments.append(
             f'<span title="{esc(f"{f.code}: -{f.points}")}" style="display:block;float:left;height:100%;'
-            f"width:{bar_pct(f.points * fit)}%;background:{colour};opacity:.55;"
+            f"width:{bar_pct(f.points * fit)}%;background-color:{colour};opacity:.55;"
             'box-shadow:inset 1px 0 0 rgba(255,255,255,.6)"></span>'
         )
     return (
