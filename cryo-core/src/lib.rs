@@ -38,6 +38,7 @@ pub mod io;
 pub mod maintain;
 pub mod ops;
 pub mod plan;
+pub mod progress;
 pub mod receipt;
 pub mod render;
 pub mod report;

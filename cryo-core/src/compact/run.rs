@@ -37,6 +37,7 @@ use crate::commit::{
     certainly_not_committed, live_subset, validate_rewrite,
 };
 use crate::error::{Error, Result};
+use crate::progress::{ProgressSink, report};
 
 /// How a run is carried out (what to rewrite is [`CompactOptions`]).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -291,6 +292,7 @@ pub struct Compaction<'a> {
     options: CompactOptions,
     run: RunOptions,
     clock: Arc<dyn Clock>,
+    progress: Option<ProgressSink>,
 }
 
 impl<'a> Compaction<'a> {
@@ -302,6 +304,7 @@ impl<'a> Compaction<'a> {
             options: CompactOptions::default(),
             run: RunOptions::default(),
             clock: Arc::new(SystemClock),
+            progress: None,
         }
     }
 
@@ -334,12 +337,36 @@ impl<'a> Compaction<'a> {
         self
     }
 
+    /// Report progress here: stage `plan` once the groups are planned, then stage `rewrite`
+    /// as each group's rewrite finishes (a dry run stops after `plan`).
+    #[must_use]
+    pub fn with_progress(mut self, progress: ProgressSink) -> Self {
+        self.progress = Some(progress);
+        self
+    }
+
     /// Load the table and plan the file groups (metadata only).
     pub async fn plan(&self) -> Result<(LoadedTable, CompactionPlan)> {
         self.options.validate()?;
         self.run.validate()?;
         let base = self.catalog.load_table(&self.table).await?;
         let plan = plan_compaction(&base, &self.options).await?;
+        let input: u64 = plan.groups.iter().map(|g| g.input_bytes).sum();
+        tracing::info!(
+            table = %self.table,
+            snapshot_id = plan.base_snapshot_id,
+            groups = plan.groups.len(),
+            input_bytes = input,
+            dry_run = self.run.dry_run,
+            "compaction planned"
+        );
+        report(
+            self.progress.as_ref(),
+            "plan",
+            1,
+            1,
+            Some(self.table.to_string()),
+        );
         Ok((base, plan))
     }
 
@@ -395,6 +422,8 @@ impl<'a> Compaction<'a> {
             options: self.options,
             run: self.run,
             clock: self.clock,
+            progress: self.progress,
+            finished: 0,
             base,
             plan,
             rewritten: Vec::new(),
@@ -415,6 +444,9 @@ pub struct RewrittenCompaction<'a> {
     options: CompactOptions,
     run: RunOptions,
     clock: Arc<dyn Clock>,
+    progress: Option<ProgressSink>,
+    /// Groups whose rewrite finished (for progress).
+    finished: u64,
     base: LoadedTable,
     plan: Arc<CompactionPlan>,
     rewritten: Vec<RewrittenGroup>,
@@ -479,6 +511,13 @@ impl RewrittenCompaction<'_> {
     /// Start a rewrite task per group (`parallel_groups` at once); their answers arrive on the
     /// returned channel as they finish.
     fn spawn_rewrites(&self) -> tokio::sync::mpsc::Receiver<Joined> {
+        report(
+            self.progress.as_ref(),
+            "rewrite",
+            0,
+            self.plan.groups.len() as u64,
+            Some(self.table.to_string()),
+        );
         let (tx, rx) = tokio::sync::mpsc::channel(self.plan.groups.len().max(1));
         let tasks: Vec<_> = self
             .plan
@@ -522,6 +561,14 @@ impl RewrittenCompaction<'_> {
         let (group, res) = joined.map_err(|e| {
             Error::Internal(format!("compaction task panicked or was cancelled: {e}"))
         })?;
+        self.finished += 1;
+        report(
+            self.progress.as_ref(),
+            "rewrite",
+            self.finished,
+            self.plan.groups.len() as u64,
+            Some(self.table.to_string()),
+        );
         match res {
             Ok(r) => match r.check_rows() {
                 Ok(()) => Ok(Some(r)),
@@ -648,6 +695,15 @@ impl RewrittenCompaction<'_> {
         }
         outcome.commit_ms = st.commit_ms;
         outcome.duration_ms = self.started.elapsed().as_millis() as u64;
+        tracing::info!(
+            table = %self.table,
+            committed_groups = outcome.committed_groups(),
+            conflicted_groups = outcome.conflicted_groups(),
+            failed_groups = outcome.failed_groups(),
+            snapshots = ?outcome.snapshot_ids,
+            duration_ms = outcome.duration_ms,
+            "compaction finished"
+        );
         outcome
     }
 

@@ -32,6 +32,7 @@ use crate::error::{Error, Result};
 use crate::govern::TableLocks;
 use crate::ops::Operation;
 use crate::plan::{MaintenancePlan, PlannedStep, StepParams, TablePlan, Window};
+use crate::progress::{ProgressSink, report};
 use crate::receipt::{Footprint, JsonLinesLog, Receipt, ReceiptStatus, default_actor};
 
 /// The engine name receipts of this run carry.
@@ -139,6 +140,7 @@ pub struct MaintenanceRun<'a> {
     locks: Option<Arc<dyn TableLocks>>,
     log: Option<JsonLinesLog>,
     clock: Arc<dyn Clock>,
+    progress: Option<ProgressSink>,
 }
 
 /// What one step did, for its receipt.
@@ -162,6 +164,7 @@ impl<'a> MaintenanceRun<'a> {
             locks: None,
             log: None,
             clock: Arc::new(SystemClock),
+            progress: None,
         }
     }
 
@@ -200,6 +203,13 @@ impl<'a> MaintenanceRun<'a> {
         self
     }
 
+    /// Report progress here: stage `run`, one unit per table of the plan, as each finishes.
+    #[must_use]
+    pub fn with_progress(mut self, progress: ProgressSink) -> Self {
+        self.progress = Some(progress);
+        self
+    }
+
     /// Carry the plan out, table after table. Fails only when the plan or the options are
     /// invalid, or the receipt log cannot be written; everything that happens to a table is a
     /// receipt.
@@ -214,9 +224,18 @@ impl<'a> MaintenanceRun<'a> {
                 .with_reason(skipped.reason.clone());
             self.record(&mut receipts, vec![r])?;
         }
-        for table in &self.plan.tables {
+        let total = self.plan.tables.len() as u64;
+        report(self.progress.as_ref(), "run", 0, total, None);
+        for (done, table) in (1..).zip(&self.plan.tables) {
             let table_receipts = self.run_table(table).await;
             self.record(&mut receipts, table_receipts)?;
+            report(
+                self.progress.as_ref(),
+                "run",
+                done,
+                total,
+                Some(table.table.to_string()),
+            );
         }
         Ok(MaintenanceOutcome {
             plan_fingerprint: self.plan.fingerprint.clone(),

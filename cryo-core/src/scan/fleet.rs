@@ -5,6 +5,7 @@ use super::{ScanOptions, TableScan, scan_table};
 use crate::catalog::{Catalog, Namespace, TableId};
 use crate::clock::Clock;
 use crate::error::{Error, Result};
+use crate::progress::{ProgressSink, report};
 
 /// Options for scanning many tables.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -80,6 +81,16 @@ pub async fn scan_fleet(
     options: &FleetScanOptions,
     clock: &dyn Clock,
 ) -> Result<FleetScan> {
+    scan_fleet_with_progress(catalog, options, clock, None).await
+}
+
+/// [`scan_fleet`], reporting each table scanned (stage `scan`) to `progress`.
+pub async fn scan_fleet_with_progress(
+    catalog: &Catalog,
+    options: &FleetScanOptions,
+    clock: &dyn Clock,
+    progress: Option<&ProgressSink>,
+) -> Result<FleetScan> {
     options.validate()?;
     let started = std::time::Instant::now();
     let scanned_at_ms = clock.now_ms();
@@ -100,14 +111,25 @@ pub async fn scan_fleet(
     }
     ids.sort();
     ids.dedup();
-    let results: Vec<(TableId, Result<TableScan>)> = futures::stream::iter(ids)
+    let total = ids.len() as u64;
+    report(progress, "scan", 0, total, None);
+    let mut results: Vec<(TableId, Result<TableScan>)> = Vec::with_capacity(ids.len());
+    let mut scans = futures::stream::iter(ids)
         .map(|id| async move {
             let r = scan_table(catalog, &id, &options.scan, clock).await;
             (id, r)
         })
-        .buffer_unordered(options.concurrency)
-        .collect()
-        .await;
+        .buffer_unordered(options.concurrency);
+    while let Some((id, r)) = scans.next().await {
+        report(
+            progress,
+            "scan",
+            results.len() as u64 + 1,
+            total,
+            Some(id.to_string()),
+        );
+        results.push((id, r));
+    }
     let mut tables = Vec::new();
     for (id, r) in results {
         match r {

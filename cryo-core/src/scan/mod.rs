@@ -17,7 +17,9 @@ mod model;
 pub(crate) mod partition;
 mod scanner;
 
-pub use fleet::{FleetScan, FleetScanOptions, TableScanError, scan_fleet};
+pub use fleet::{
+    FleetScan, FleetScanOptions, TableScanError, scan_fleet, scan_fleet_with_progress,
+};
 pub use model::*;
 pub use partition::days_from_epoch;
 pub use scanner::{ScanOptions, list_files, scan_loaded, scan_table};
