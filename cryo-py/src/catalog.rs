@@ -21,7 +21,9 @@ use cryo_core::maintain::{
 use cryo_core::plan::{PlanOptions, plan_fleet};
 use cryo_core::receipt::JsonLinesLog;
 use cryo_core::scan::arrow::files_batch;
-use cryo_core::scan::{FleetScanOptions, ScanOptions, list_files, scan_fleet, scan_table};
+use cryo_core::scan::{
+    FleetScanOptions, ScanOptions, list_files, scan_fleet_with_progress, scan_table,
+};
 use cryo_core::{Catalog as CoreCatalog, CatalogConfig, TableId};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
@@ -34,6 +36,7 @@ use crate::models::{
     RemoveOrphanFilesOutcome, RewriteManifestsOutcome, RewritePositionDeletesOutcome, RunOutcome,
     TableScan,
 };
+use crate::progress::sink;
 use crate::runtime::wait;
 
 /// A connected Iceberg catalog (sql, rest, hadoop or a single static table), configured with
@@ -173,17 +176,19 @@ impl Catalog {
         Ok(ArrowResult::new("files", batch))
     }
 
-    /// Scan every table of the catalog.
-    #[pyo3(signature = (options = None))]
+    /// Scan every table of the catalog, calling `progress` (if given) as each table is done.
+    #[pyo3(signature = (options = None, progress = None))]
     fn scan_fleet(
         &self,
         py: Python<'_>,
         options: Option<&Bound<'_, PyDict>>,
+        progress: Option<Py<PyAny>>,
     ) -> PyResult<FleetScan> {
         let opts: FleetScanOptions = self::options("fleet scan options", options)?;
         let cat = self.core(py)?;
+        let progress = sink(progress);
         let fleet = wait(py, move || async move {
-            scan_fleet(&cat, &opts, &SystemClock).await
+            scan_fleet_with_progress(&cat, &opts, &SystemClock, progress.as_ref()).await
         })?;
         Ok(FleetScan {
             inner: Arc::new(fleet),
@@ -221,23 +226,27 @@ impl Catalog {
         })
     }
 
-    /// Compact one table's data files.
-    #[pyo3(signature = (table, options = None))]
+    /// Compact one table's data files, calling `progress` (if given) as groups are rewritten.
+    #[pyo3(signature = (table, options = None, progress = None))]
     fn compact(
         &self,
         py: Python<'_>,
         table: &str,
         options: Option<&Bound<'_, PyDict>>,
+        progress: Option<Py<PyAny>>,
     ) -> PyResult<CompactionOutcome> {
         let id = Self::table(table)?;
         let (what, how): (CompactOptions, RunOptions) = options_pair("compact options", options)?;
         let cat = self.core(py)?;
+        let progress = sink(progress);
         let outcome = wait(py, move || async move {
-            Compaction::new(&cat, id)
+            let mut compaction = Compaction::new(&cat, id)
                 .with_options(what)
-                .with_run_options(how)
-                .execute()
-                .await
+                .with_run_options(how);
+            if let Some(p) = progress {
+                compaction = compaction.with_progress(p);
+            }
+            compaction.execute().await
         })?;
         Ok(CompactionOutcome {
             inner: Arc::new(outcome),
@@ -342,8 +351,8 @@ impl Catalog {
 
     /// Run a plan on Cryo's native engine (a dry run unless `dry_run=False`: cryo-core's
     /// default), optionally under file locks in `lock_dir` and appending receipts to
-    /// `receipt_log` (JSON lines).
-    #[pyo3(signature = (plan, lock_dir = None, receipt_log = None, options = None))]
+    /// `receipt_log` (JSON lines), calling `progress` (if given) as each table is done.
+    #[pyo3(signature = (plan, lock_dir = None, receipt_log = None, options = None, progress = None))]
     fn run(
         &self,
         py: Python<'_>,
@@ -351,12 +360,17 @@ impl Catalog {
         lock_dir: Option<PathBuf>,
         receipt_log: Option<PathBuf>,
         options: Option<&Bound<'_, PyDict>>,
+        progress: Option<Py<PyAny>>,
     ) -> PyResult<RunOutcome> {
         let opts: MaintenanceOptions = self::options("run options", options)?;
         let cat = self.core(py)?;
         let plan = Arc::clone(&plan.inner);
+        let progress = sink(progress);
         let outcome = wait(py, move || async move {
             let mut run = MaintenanceRun::new(&cat, &plan).with_options(opts);
+            if let Some(p) = progress {
+                run = run.with_progress(p);
+            }
             if let Some(dir) = lock_dir {
                 run = run.with_locks(Arc::new(LocalLocks::new(dir)));
             }

@@ -10,7 +10,10 @@ mod arrow;
 mod catalog;
 mod convert;
 mod errors;
+mod logging;
 mod models;
+mod progress;
+mod report;
 mod runtime;
 
 use std::path::PathBuf;
@@ -155,5 +158,7 @@ fn _cryo(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(demo_lake, m)?)?;
     m.add_function(wrap_pyfunction!(read_receipts, m)?)?;
     m.add_function(wrap_pyfunction!(table_name, m)?)?;
+    report::register(m)?;
+    logging::install(m.py());
     Ok(())
 }

@@ -54,6 +54,7 @@ where
     Fut: Future<Output = cryo_core::Result<T>>,
     T: Send,
 {
+    crate::logging::refresh_level(py);
     let rt = runtime()?;
     let outcome = py.detach(move || {
         rt.block_on(async move {
@@ -85,5 +86,6 @@ where
     F: FnOnce() -> cryo_core::Result<T> + Send,
     T: Send,
 {
+    crate::logging::refresh_level(py);
     py.detach(work).map_err(|e| errors::to_py(py, &e))
 }

@@ -23,16 +23,26 @@ rows (receipts, per-partition statistics, file listings) are :class:`ArrowResult
 cryo-core's (``None`` means "the default"); destructive operations are dry runs unless told
 otherwise. Calls release the GIL, stop on Ctrl-C and work after ``os.fork()``. Errors are
 :class:`CryoError` subclasses (see :mod:`cryo.errors`).
+
+Logging: cryo-core's events are records of the ``cryo`` logger and its children
+(``cryo.compact.run``, ``cryo.maintain.expire``, …), with the Rust source as their location and
+their fields in ``record.cryo_fields``; configure them like any library's
+(``logging.getLogger("cryo").setLevel(logging.INFO)``). Progress: :meth:`Catalog.scan_fleet`,
+:meth:`Catalog.compact` and :meth:`Catalog.run` take ``progress=`` (a callable given
+``{"stage", "done", "total", "table"}``, or ``True`` for a tqdm bar, shown by default in
+notebooks when tqdm is installed). Command line: ``python -m cryo --help`` (:mod:`cryo.cli`).
 """
 
 from __future__ import annotations
 
+import logging as _logging
 import os
 from typing import Any, Union
 
-from . import _cryo
+from . import _cryo, report
 from ._catalog import Catalog, Instant
 from ._fleet import FleetGrades, grade_fleet
+from ._progress import ProgressArg, ProgressEvent, TqdmProgress
 from ._cryo import (
     ArrowResult,
     CompactionOutcome,
@@ -64,6 +74,10 @@ from .errors import (
     UnsupportedError,
     ValidationError,
 )
+
+
+# A library's logger: silent unless the application configures logging.
+_logging.getLogger("cryo").addHandler(_logging.NullHandler())
 
 
 def grade(scan: TableScan, **options: Any) -> HealthReport:
@@ -151,6 +165,8 @@ __all__ = [
     "MissingFilesOutcome",
     "NotFoundError",
     "Plan",
+    "ProgressArg",
+    "ProgressEvent",
     "RefusedError",
     "RemoveOrphanFilesOutcome",
     "RenderError",
@@ -159,6 +175,7 @@ __all__ = [
     "RunOutcome",
     "StorageError",
     "TableScan",
+    "TqdmProgress",
     "UnsupportedError",
     "ValidationError",
     "__version__",
@@ -167,4 +184,5 @@ __all__ = [
     "grade_fleet",
     "read_receipts",
     "render",
+    "report",
 ]

@@ -6,7 +6,8 @@ import datetime as _dt
 import os
 from typing import Any, Iterable, Mapping, Optional, Union
 
-from . import _cryo
+from . import _cryo, _progress
+from ._progress import ProgressArg
 from ._cryo import (
     ArrowResult,
     CompactionOutcome,
@@ -131,9 +132,18 @@ class Catalog:
         ``content``, ``partition``, ``records``, ``size_bytes``, ``manifest``, … (metadata only)."""
         return self._native.files(table, _options(**options))
 
-    def scan_fleet(self, **options: Any) -> FleetScan:
-        """Scan every table (``namespaces=[...]`` to limit). Options: ``FleetScanOptions``."""
-        return self._native.scan_fleet(_options(**options))
+    def scan_fleet(self, *, progress: ProgressArg = None, **options: Any) -> FleetScan:
+        """Scan every table (``namespaces=[...]`` to limit). Options: ``FleetScanOptions``.
+
+        ``progress``: called with ``{"stage": "scan", "done", "total", "table"}`` as each table
+        is scanned; ``True`` draws a tqdm bar (the default inside a notebook when tqdm is
+        installed), ``False`` nothing.
+        """
+        callback, close = _progress.resolve(progress, "scan")
+        try:
+            return self._native.scan_fleet(_options(**options), callback)
+        finally:
+            close()
 
     def plan(
         self,
@@ -164,17 +174,23 @@ class Catalog:
         *,
         target_file_size: Optional[int] = None,
         dry_run: Optional[bool] = None,
+        progress: ProgressArg = None,
         **options: Any,
     ) -> CompactionOutcome:
         """Rewrite small (or delete-laden) data files into files of ``target_file_size`` bytes.
 
         ``target_file_size`` defaults to the table's ``write.target-file-size-bytes``. Options:
         cryo-core's ``CompactOptions`` and ``RunOptions`` (``strategy``, ``partitions``,
-        ``parallel_groups``, …).
+        ``parallel_groups``, …). ``progress``: as for :meth:`scan_fleet`; stage ``plan`` once
+        the groups are planned, then ``rewrite`` as each group is rewritten.
         """
-        return self._native.compact(
-            table, _options(target_file_size_bytes=target_file_size, dry_run=dry_run, **options)
-        )
+        callback, close = _progress.resolve(progress, table)
+        try:
+            return self._native.compact(
+                table, _options(target_file_size_bytes=target_file_size, dry_run=dry_run, **options), callback
+            )
+        finally:
+            close()
 
     def expire_snapshots(
         self,
@@ -233,15 +249,23 @@ class Catalog:
         dry_run: Optional[bool] = None,
         lock_dir: Optional[Union[str, os.PathLike[str]]] = None,
         receipt_log: Optional[Union[str, os.PathLike[str]]] = None,
+        progress: ProgressArg = None,
         **options: Any,
     ) -> RunOutcome:
         """Run a plan on Cryo's native engine: a dry run unless ``dry_run=False``.
 
         ``lock_dir``: take a file lock per table there; ``receipt_log``: append a receipt per
         decision (JSON lines; read back with :func:`cryo.read_receipts`). Options: cryo-core's
-        ``MaintenanceOptions`` (``actor``, ``window``, ``deadline_ms``, …).
+        ``MaintenanceOptions`` (``actor``, ``window``, ``deadline_ms``, …). ``progress``: as for
+        :meth:`scan_fleet`, stage ``run``, one unit per table of the plan.
         """
-        return self._native.run(plan, _path(lock_dir), _path(receipt_log), _options(dry_run=dry_run, **options))
+        callback, close = _progress.resolve(progress, "run")
+        try:
+            return self._native.run(
+                plan, _path(lock_dir), _path(receipt_log), _options(dry_run=dry_run, **options), callback
+            )
+        finally:
+            close()
 
     def __repr__(self) -> str:
         return repr(self._native)
