@@ -29,6 +29,7 @@ PIP_SPECS=(
   'maturin==1.16.0'             # builds the `cryo` Python package (cryo-py) for its tests
   'mypy==2.4.1'                 # mypy.stubtest checks cryo-py's .pyi stubs
   'nbclient==0.11.0' 'nbformat==5.11.1' 'ipykernel==7.4.0'   # run examples/notebook.ipynb in the tests
+  'tqdm==4.67.1'                # the cryo package's optional progress bars (tests/py/test_python_cli.py)
 )
 # Anything that changes what gets installed must change this key (it invalidates the stamp).
 STAMP_KEY="v2 route=$ROUTE iceberg=$ICEBERG_VERSION sqlite-jdbc=$SQLITE_JDBC_VERSION aws=$AWS_BUNDLE_VERSION pip=${PIP_SPECS[*]}"

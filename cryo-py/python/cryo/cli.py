@@ -1,0 +1,366 @@
+"""The ``cryo`` command line (``python -m cryo`` or the ``cryo`` script).
+
+::
+
+    cryo demo ./demo-lake                                  # build the demo lake
+    cryo scan  --demo ./demo-lake                          # what the metadata says
+    cryo grade --catalog catalog.json                      # A-F per table, with the findings
+    cryo plan  --catalog catalog.json -o plan.json         # the maintenance plan (a reviewable file)
+    cryo render --catalog catalog.json --plan plan.json --dialect trino
+    cryo run   --catalog catalog.json --plan plan.json --reviewed FINGERPRINT --execute
+
+The catalog file is JSON, ``{"name": "prod", "properties": {"type": "rest", "uri": ...}}``:
+PyIceberg's catalog properties (the same file the Rust examples read). ``--demo DIR`` uses the
+demo lake there instead (building it first if it is not there).
+
+Text for people by default, ``--json`` for machines. ``run`` changes nothing unless given
+``--execute``. Exit status: 0 done, 1 a run recorded failures (or Cryo failed while working),
+2 bad usage, configuration or input (including a plan that is not the one reviewed).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import sys
+from typing import Any, Callable, Optional, Sequence
+
+from . import _cryo, demo_lake, grade, report
+from ._catalog import Catalog
+from ._cryo import FleetScan, HealthReport, Plan, TableScan
+from .errors import ConfigError, CryoError, NotFoundError, RefusedError, ValidationError
+
+#: Exit statuses.
+OK, FAILED, USAGE = 0, 1, 2
+
+# Errors that mean "the input is wrong" (exit 2) rather than "the work failed" (exit 1).
+_USAGE_ERRORS = (ConfigError, ValidationError, RefusedError, NotFoundError)
+
+
+class UsageError(Exception):
+    """Bad arguments or an unreadable input file (exit status 2)."""
+
+
+# ---- inputs --------------------------------------------------------------------------------
+
+
+def _read_json(path: str, what: str) -> Any:
+    try:
+        with open(path, encoding="utf-8") as f:
+            return json.load(f)
+    except OSError as e:
+        raise UsageError(f"cannot read {what} {path}: {e.strerror or e}") from None
+    except json.JSONDecodeError as e:
+        raise UsageError(f"{what} {path} is not valid JSON: {e}") from None
+
+
+def load_catalog_file(path: str) -> Catalog:
+    """A catalog from a JSON file ``{"name": ..., "properties": {...}}``."""
+    config = _read_json(path, "catalog file")
+    if not isinstance(config, dict) or not isinstance(config.get("name"), str):
+        raise UsageError(f'catalog file {path} must be {{"name": "...", "properties": {{...}}}}')
+    properties = config.get("properties", {})
+    if not isinstance(properties, dict):
+        raise UsageError(f"catalog file {path}: `properties` must be an object")
+    unknown = sorted(set(config) - {"name", "properties"})
+    if unknown:
+        raise UsageError(f"catalog file {path}: unknown keys {', '.join(unknown)} (name, properties)")
+    return Catalog(config["name"], **properties)
+
+
+def _catalog(args: argparse.Namespace) -> Catalog:
+    if args.demo is not None:
+        return demo_lake(args.demo).catalog
+    if args.catalog is not None:
+        return load_catalog_file(args.catalog)
+    raise UsageError("say which catalog: --catalog FILE (JSON) or --demo DIR")
+
+
+def _scans(args: argparse.Namespace, catalog: Catalog) -> tuple[list[TableScan], Optional[FleetScan]]:
+    """The tables chosen by --table / --namespace (all by default), scanned."""
+    if args.table:
+        return [catalog.scan(t) for t in args.table], None
+    namespaces = [ns.split(".") for ns in args.namespace] if args.namespace else None
+    fleet = catalog.scan_fleet(namespaces=namespaces, progress=args.progress)
+    return fleet.tables, fleet
+
+
+def _read_plan(path: str) -> Plan:
+    try:
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+    except OSError as e:
+        raise UsageError(f"cannot read plan {path}: {e.strerror or e}") from None
+    return Plan.from_json(text)
+
+
+def _plan(args: argparse.Namespace, catalog: Catalog) -> Plan:
+    """The plan of --plan FILE, or one made now from the chosen tables."""
+    if getattr(args, "plan", None):
+        plan = _read_plan(args.plan)
+        if plan.catalog != catalog.name:
+            raise UsageError(f"plan {args.plan} was made for catalog `{plan.catalog}`, not `{catalog.name}`")
+        return plan
+    scans, _ = _scans(args, catalog)
+    options: dict[str, Any] = {}
+    if getattr(args, "operation", None):
+        options["operations"] = args.operation
+    return catalog.plan(scans, **options)
+
+
+# ---- output --------------------------------------------------------------------------------
+
+
+def _emit_json(value: Any) -> None:
+    json.dump(value, sys.stdout, indent=2, sort_keys=False, default=str)
+    sys.stdout.write("\n")
+
+
+def _emit(text: str) -> None:
+    sys.stdout.write(text if text.endswith("\n") or not text else text + "\n")
+
+
+# ---- commands ------------------------------------------------------------------------------
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    lake = demo_lake(args.dir)
+    if args.json:
+        _emit_json({"root": lake.root, "built": lake.built, "pristine": lake.pristine, **lake.to_dict()})
+        return OK
+    verb = "built" if lake.built else "reopened"
+    _emit(f"{verb} the demo lake at {lake.root}: {len(lake.tables)} tables")
+    for t in lake.tables:
+        _emit(f"  {t}")
+    _emit(f"\nnext: python -m cryo grade --demo {args.dir}")
+    return OK
+
+
+def cmd_scan(args: argparse.Namespace) -> int:
+    catalog = _catalog(args)
+    scans, fleet = _scans(args, catalog)
+    if args.json:
+        _emit_json(fleet.to_dict() if fleet is not None else {"tables": [s.to_dict() for s in scans]})
+        return OK
+    reports = [grade(s) for s in scans]
+    _emit(report.fleet_table(scans, reports))
+    if fleet is not None:
+        _emit(report.scan_errors(fleet))
+    return OK
+
+
+def cmd_grade(args: argparse.Namespace) -> int:
+    catalog = _catalog(args)
+    scans, fleet = _scans(args, catalog)
+    reports: list[HealthReport] = [grade(s) for s in scans]
+    if args.json:
+        _emit_json(
+            {
+                "catalog": catalog.name,
+                "tables": [r.to_dict() for r in reports],
+                "errors": fleet.errors if fleet is not None else [],
+            }
+        )
+        return OK
+    _emit(report.fleet_table(scans, reports))
+    if fleet is not None:
+        _emit(report.scan_errors(fleet))
+    for r in reports:
+        _emit("")
+        _emit(report.health_report(r))
+    return OK
+
+
+def cmd_plan(args: argparse.Namespace) -> int:
+    catalog = _catalog(args)
+    plan = _plan(args, catalog)
+    if args.output:
+        with open(args.output, "w", encoding="utf-8") as f:
+            f.write(plan.to_json())
+    if args.json:
+        _emit(plan.to_json())
+        return OK
+    _emit(report.plan_text(plan))
+    _emit(f"fingerprint {plan.fingerprint}")
+    if args.output:
+        _emit(f"written to {args.output}; run it with: run --plan {args.output} --reviewed {plan.fingerprint}")
+    return OK
+
+
+def _option_value(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        return text
+
+
+def cmd_render(args: argparse.Namespace) -> int:
+    catalog = _catalog(args)
+    plan = _plan(args, catalog)
+    options: dict[str, Any] = {}
+    if args.sql_catalog:
+        options["catalog"] = args.sql_catalog
+    for item in args.option or []:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise UsageError(f"--option takes KEY=VALUE, not {item!r}")
+        options[key] = _option_value(value)
+    sql = plan.render(args.dialect, **options)
+    if args.json:
+        _emit_json({"dialect": args.dialect, "plan_fingerprint": plan.fingerprint, "sql": sql})
+    else:
+        _emit(sql)
+    return OK
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    if args.reviewed and not args.plan:
+        raise UsageError("--reviewed checks a stored plan: give it with --plan FILE")
+    catalog = _catalog(args)
+    plan = _plan(args, catalog)
+    # Refuse before touching anything: the plan must be intact and the one reviewed.
+    plan.verify(args.reviewed)
+    options: dict[str, Any] = {}
+    if args.actor:
+        options["actor"] = args.actor
+    outcome = catalog.run(
+        plan,
+        dry_run=not args.execute,
+        lock_dir=args.lock_dir,
+        receipt_log=args.receipts,
+        progress=args.progress,
+        **options,
+    )
+    failed = outcome.counts.get("failed", 0) > 0 or bool(outcome.failed_tables)
+    if args.json:
+        _emit_json(outcome.to_dict())
+    else:
+        if outcome.dry_run:
+            _emit("dry run: nothing was changed (add --execute to carry the plan out)")
+        _emit(report.receipts_text(outcome))
+        counts = ", ".join(f"{n} {status}" for status, n in outcome.counts.items())
+        _emit(f"plan {outcome.plan_fingerprint[:12]}: {counts or 'nothing to do'} in {outcome.duration_ms} ms")
+        if args.receipts:
+            _emit(f"receipts appended to {args.receipts}")
+        if failed:
+            _emit(f"failed tables: {', '.join(outcome.failed_tables)}")
+    return FAILED if failed else OK
+
+
+# ---- parser --------------------------------------------------------------------------------
+
+
+def _parser() -> argparse.ArgumentParser:
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--json", action="store_true", help="machine-readable output on stdout")
+    common.add_argument(
+        "-v", "--verbose", action="count", default=0, help="log Cryo's events to stderr (-v info, -vv debug)"
+    )
+    common.add_argument("--progress", action="store_true", help="draw a progress bar on stderr (needs tqdm)")
+
+    source = argparse.ArgumentParser(add_help=False)
+    where = source.add_mutually_exclusive_group()
+    where.add_argument("--catalog", metavar="FILE", help='catalog JSON: {"name": ..., "properties": {...}}')
+    where.add_argument("--demo", metavar="DIR", help="use the demo lake in DIR (built if missing)")
+
+    select = argparse.ArgumentParser(add_help=False)
+    select.add_argument("--table", action="append", metavar="NS.TABLE", help="only this table (repeatable)")
+    select.add_argument("--namespace", action="append", metavar="NS", help="only this namespace (repeatable)")
+
+    planning = argparse.ArgumentParser(add_help=False)
+    planning.add_argument(
+        "--operation", action="append", metavar="OP", help="plan only this operation (repeatable, e.g. compact)"
+    )
+
+    stored = argparse.ArgumentParser(add_help=False)
+    stored.add_argument("--plan", metavar="FILE", help="a plan written by `plan -o` (default: plan now)")
+
+    parser = argparse.ArgumentParser(
+        prog="cryo",
+        description="Apache Iceberg table maintenance: scan, grade, plan, render and run.",
+        epilog="Exit status: 0 done, 1 failures in a run, 2 bad usage, configuration or input.",
+    )
+    parser.add_argument("--version", action="version", version=f"cryo {_cryo.__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+
+    p = sub.add_parser("demo", parents=[common], help="build (or reopen) the demo lake")
+    p.add_argument("dir", help="directory for the lake")
+    p.set_defaults(func=cmd_demo)
+
+    p = sub.add_parser("scan", parents=[common, source, select], help="scan table metadata")
+    p.set_defaults(func=cmd_scan)
+
+    p = sub.add_parser("grade", parents=[common, source, select], help="grade tables A-F with the findings")
+    p.set_defaults(func=cmd_grade)
+
+    p = sub.add_parser("plan", parents=[common, source, select, planning], help="plan the maintenance")
+    p.add_argument("-o", "--output", metavar="FILE", help="write the plan (JSON) here")
+    p.set_defaults(func=cmd_plan)
+
+    p = sub.add_parser("render", parents=[common, source, select, planning, stored], help="the plan as SQL")
+    p.add_argument("--dialect", required=True, choices=["trino", "spark"])
+    p.add_argument("--sql-catalog", metavar="NAME", help="catalog name the SQL uses")
+    p.add_argument(
+        "--option", action="append", metavar="KEY=VALUE", help="dialect option, e.g. version=478 (repeatable)"
+    )
+    p.set_defaults(func=cmd_render)
+
+    p = sub.add_parser(
+        "run", parents=[common, source, select, planning, stored], help="run a plan (a dry run unless --execute)"
+    )
+    p.add_argument("--reviewed", metavar="FINGERPRINT", help="refuse unless the plan has this fingerprint")
+    p.add_argument("--execute", action="store_true", help="carry the plan out (default: dry run)")
+    p.add_argument("--lock-dir", metavar="DIR", help="take a file lock per table in DIR")
+    p.add_argument("--receipts", metavar="PATH", help="append receipts (JSON lines) to PATH")
+    p.add_argument("--actor", help="who runs it, for the receipts")
+    p.set_defaults(func=cmd_run)
+    return parser
+
+
+def _configure_logging(verbose: int) -> None:
+    level = logging.WARNING if verbose <= 0 else logging.INFO if verbose == 1 else logging.DEBUG
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
+    logger = logging.getLogger("cryo")
+    logger.addHandler(handler)
+    logger.setLevel(level)
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    """Run the command line; returns the exit status."""
+    parser = _parser()
+    args = parser.parse_args(argv)
+    _configure_logging(args.verbose)
+    if args.progress:
+        try:
+            import tqdm  # noqa: F401
+        except ImportError:
+            parser.error("--progress needs tqdm (pip install tqdm)")
+    args.progress = True if args.progress else False
+    func: Callable[[argparse.Namespace], int] = args.func
+    try:
+        return func(args)
+    except UsageError as e:
+        print(f"cryo {args.command}: error: {e}", file=sys.stderr)
+        return USAGE
+    except _USAGE_ERRORS as e:
+        print(f"cryo {args.command}: error [{e.code}]: {e}", file=sys.stderr)
+        return USAGE
+    except CryoError as e:
+        print(f"cryo {args.command}: error [{e.code}]: {e}", file=sys.stderr)
+        return FAILED
+    except KeyboardInterrupt:
+        print(f"cryo {args.command}: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        # `cryo grade ... | head`: the reader left; not an error.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return OK
+
+
+def run() -> None:
+    """Console-script entry point."""
+    sys.exit(main())
