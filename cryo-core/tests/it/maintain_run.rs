@@ -357,3 +357,87 @@ async fn secrets_never_reach_receipts_errors_or_debug_output() {
         }
     }
 }
+
+/// Every progress report of one stage, as (done, total, table).
+type Seen = Arc<std::sync::Mutex<Vec<(&'static str, u64, u64, Option<String>)>>>;
+
+fn recorder() -> (Seen, cryo_core::progress::ProgressSink) {
+    let seen: Seen = Arc::default();
+    let sink = {
+        let seen = Arc::clone(&seen);
+        cryo_core::progress::ProgressSink::new(move |p| {
+            seen.lock()
+                .unwrap()
+                .push((p.stage, p.done, p.total, p.table.clone()));
+        })
+    };
+    (seen, sink)
+}
+
+/// `done` counts 0, 1, …, total in order for `stage`.
+fn counts_up(seen: &Seen, stage: &str, total: u64) {
+    let dones: Vec<u64> = seen
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|s| s.0 == stage)
+        .inspect(|s| assert_eq!(s.2, total, "{stage}: {s:?}"))
+        .map(|s| s.1)
+        .collect();
+    assert_eq!(dones, (0..=total).collect::<Vec<_>>(), "{stage}");
+}
+
+#[tokio::test]
+async fn progress_counts_tables_and_groups() {
+    use cryo_core::compact::Compaction;
+    use cryo_core::scan::scan_fleet_with_progress;
+
+    let dir = tempfile::tempdir().unwrap();
+    let lake = lake(dir.path()).await;
+    let cat = &lake.catalog;
+
+    let (seen, sink) = recorder();
+    let fleet =
+        scan_fleet_with_progress(cat, &FleetScanOptions::default(), &SystemClock, Some(&sink))
+            .await
+            .unwrap();
+    counts_up(&seen, "scan", fleet.tables.len() as u64);
+    let mut tables: Vec<String> = seen
+        .lock()
+        .unwrap()
+        .iter()
+        .filter_map(|s| s.3.clone())
+        .collect();
+    let mut expected: Vec<String> = lake
+        .manifest
+        .tables
+        .iter()
+        .map(|t| t.identifier.clone())
+        .collect();
+    tables.sort();
+    expected.sort();
+    assert_eq!(tables, expected);
+
+    let (plan, _) = plan(cat).await;
+    let (seen, sink) = recorder();
+    MaintenanceRun::new(cat, &plan)
+        .with_progress(sink)
+        .execute()
+        .await
+        .unwrap();
+    counts_up(&seen, "run", plan.tables.len() as u64);
+
+    let (seen, sink) = recorder();
+    let id = TableId::parse("lake.clickstream").unwrap();
+    let out = Compaction::new(cat, id)
+        .with_progress(sink)
+        .execute()
+        .await
+        .unwrap();
+    assert!(out.committed_groups() > 0);
+    assert_eq!(
+        seen.lock().unwrap()[0],
+        ("plan", 1, 1, Some("lake.clickstream".to_string()))
+    );
+    counts_up(&seen, "rewrite", out.groups.len() as u64);
+}
