@@ -24,11 +24,19 @@ def _in_notebook() -> bool:
 
 
 class TqdmProgress:
-    """A progress callback drawing one tqdm bar per stage (``tqdm.auto``: a widget in notebooks)."""
+    """A progress callback drawing one tqdm bar per stage (a widget in notebooks with ipywidgets)."""
 
     def __init__(self, description: str, **tqdm_options: Any) -> None:
-        from tqdm.auto import tqdm  # imported here: tqdm is optional
+        # Imported here: tqdm is optional. A widget in notebooks that can show one, text elsewhere
+        # (tqdm.auto would warn in a notebook without ipywidgets).
+        from tqdm.std import tqdm
 
+        if _in_notebook():
+            try:
+                import ipywidgets  # type: ignore[import-not-found]  # noqa: F401
+                from tqdm.notebook import tqdm
+            except ImportError:
+                pass
         self._tqdm = tqdm
         self._options = tqdm_options
         self._description = description
