@@ -199,13 +199,16 @@ pub(crate) fn spawn_group_reader(
             })
             .buffer_unordered(concurrency.max(1));
         while let Some(joined) = running.next().await {
-            let counts = joined
-                .map_err(|e| Error::Internal(format!("reader task failed: {e}")))?
-                .inspect_err(|e| {
-                    // Tell the consumer; it may be waiting on the channel.
-                    let _ = tx.try_send(Err(Error::Internal(format!("read failed: {e}"))));
-                })?;
-            total.add(&counts);
+            match joined.map_err(|e| Error::Internal(format!("reader task failed: {e}")))? {
+                Ok(counts) => total.add(&counts),
+                Err(e) => {
+                    // The consumer gets the error itself (a missing file stays a storage error);
+                    // this task's result only matters when the consumer is gone.
+                    let message = e.to_string();
+                    let _ = tx.send(Err(e)).await;
+                    return Err(Error::Internal(format!("read failed: {message}")));
+                }
+            }
         }
         Ok(total)
     });

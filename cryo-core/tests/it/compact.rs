@@ -549,6 +549,28 @@ async fn failed_rewrite_deletes_its_files() {
     let err = rewrite_group(&table, &plan2, &group, &options).await;
     assert!(err.is_err());
     assert_eq!(list_data(&table).await, before, "no new files left behind");
+
+    // A file that is gone is the storage's answer, not a bug in Cryo.
+    let mut group = plan.groups[0].clone();
+    let gone = group.data_files[0].path.clone();
+    std::fs::remove_file(gone.strip_prefix("file://").unwrap_or(&gone)).unwrap();
+    group.data_files.truncate(1);
+    let mut plan3 = plan.clone();
+    plan3.groups[0] = group.clone();
+    let err = rewrite_group(&table, &plan3, &group, &options)
+        .await
+        .err()
+        .unwrap();
+    assert_ne!(err.code(), "internal", "{err}");
+    assert!(
+        err.to_string().contains(gone.rsplit('/').next().unwrap()),
+        "{err}"
+    );
+    assert_eq!(
+        list_data(&table).await.len(),
+        before.len() - 1,
+        "only the removed file is gone"
+    );
 }
 
 async fn list_data(table: &LoadedTable) -> HashSet<String> {
