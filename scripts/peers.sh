@@ -31,12 +31,18 @@ PIP_SPECS=(
   'nbclient==0.11.0' 'nbformat==5.11.1' 'ipykernel==7.4.0'   # run examples/notebook.ipynb in the tests
   'tqdm==4.67.1'                # the cryo package's optional progress bars (tests/py/test_python_cli.py)
 )
+# Airflow and Dagster pin dependencies the peers above conflict with: they get their own venv.
+# Every version is pinned by scripts/orchestrators-constraints.txt (Airflow's constraints file
+# is not reachable from here; that file is the resolved set, refreshed with `pip freeze`).
+OV="$D/venv-orchestrators"
+ORCH_SPECS=('apache-airflow==3.3.2' 'dagster==1.13.29' 'pyarrow==26.0.1' 'duckdb==1.5.5' 'pytest==9.2.0')
+ORCH_CONSTRAINTS="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/orchestrators-constraints.txt"
 # Anything that changes what gets installed must change this key (it invalidates the stamp).
-STAMP_KEY="v2 route=$ROUTE iceberg=$ICEBERG_VERSION sqlite-jdbc=$SQLITE_JDBC_VERSION aws=$AWS_BUNDLE_VERSION pip=${PIP_SPECS[*]}"
+STAMP_KEY="v3 route=$ROUTE iceberg=$ICEBERG_VERSION sqlite-jdbc=$SQLITE_JDBC_VERSION aws=$AWS_BUNDLE_VERSION pip=${PIP_SPECS[*]} orch=${ORCH_SPECS[*]} $(md5sum <"$ORCH_CONSTRAINTS" | cut -c1-12)"
 STAMP="$D/.installed"
 
 if [ -z "${CRYO_PEERS_FORCE:-}" ] && [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$STAMP_KEY" ] \
-   && [ -x "$V/bin/python" ] && [ -f "$D/peers.env" ]; then
+   && [ -x "$V/bin/python" ] && [ -x "$OV/bin/python" ] && [ -f "$D/peers.env" ]; then
   # shellcheck disable=SC1091
   ( . "$D/peers.env"; IFS=,; for j in $SPARK_JARS; do [ -f "$j" ] || exit 1; done ) \
     && { echo "cryo peers: up to date in $D (source $D/peers.env)"; exit 0; }
@@ -73,6 +79,13 @@ SITE=$("$V/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["pureli
 ext() { find "$SITE" -name "$1.duckdb_extension" | head -n1; }
 DUCKDB_ICEBERG_EXT=$(ext iceberg); DUCKDB_AVRO_EXT=$(ext avro); DUCKDB_HTTPFS_EXT=$(ext httpfs)
 [ -n "$DUCKDB_ICEBERG_EXT" ] && [ -n "$DUCKDB_AVRO_EXT" ] || { echo "duckdb extension files not found" >&2; exit 1; }
+
+# --- Orchestrators venv (Airflow 3, Dagster: about 35 s from PyPI, 560 MB) ------------------
+log "orchestrators venv $OV"
+[ -x "$OV/bin/python" ] || "$PY" -m venv "$OV"
+"$OV/bin/pip" install -q -U pip
+"$OV/bin/pip" install -q -c "$ORCH_CONSTRAINTS" "${ORCH_SPECS[@]}"
+"$OV/bin/python" -c 'import airflow, dagster, pyarrow, duckdb; print("airflow", airflow.__version__, "dagster", dagster.__version__)'
 
 # --- Spark jars -----------------------------------------------------------------------------
 J="$D/jars"; mkdir -p "$J"
@@ -160,6 +173,8 @@ export DUCKDB_HTTPFS_EXT="$DUCKDB_HTTPFS_EXT"
 export WEED_BIN="$V/bin/weed"
 export MOTO_SERVER="$V/bin/moto_server"
 export TRINO_SQL_VALIDATOR_PYTHON="$V/bin/python"
+export ORCHESTRATORS_VENV="$OV"
+export ORCHESTRATORS_PYTHON="$OV/bin/python"
 ENVEOF
 echo "$STAMP_KEY" > "$STAMP"
 log "done: source $D/peers.env"

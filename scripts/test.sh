@@ -65,12 +65,18 @@ VIRTUAL_ENV=$PEERS_VENV "$PEERS_PYTHON" -m maturin develop -q -m cryo-py/Cargo.t
 step "pytest (cross-implementation, and the Python package)"
 "$PEERS_PYTHON" -m pytest -q tests/py
 
+# Airflow and Dagster have their own venv (scripts/peers.sh): install the cryo wheel there and run
+# the orchestrator tests with its python (they skip, saying why, under the peers venv above).
+rm -rf target/cryo-wheel && "$PEERS_PYTHON" -m maturin build -q --profile dev -m cryo-py/Cargo.toml -o target/cryo-wheel
+step "Airflow and Dagster ($ORCHESTRATORS_PYTHON)"
+"$ORCHESTRATORS_PYTHON" -m pip install -q --force-reinstall --no-deps target/cryo-wheel/*.whl
+"$ORCHESTRATORS_PYTHON" -m pytest -q tests/py/test_orchestrators.py
+
 # The wheel is abi3: the same file must work on another CPython. Where a 3.12 is at hand
 # (CRYO_TEST_PY312, else pyenv's), install it there with the peers it needs and run its tests.
 PY312=${CRYO_TEST_PY312:-$(ls -d "$HOME"/.pyenv/versions/3.12*/bin/python 2>/dev/null | tail -n1 || true)}
 if [ -n "$PY312" ] && [ -x "$PY312" ]; then
   step "the same abi3 wheel on $("$PY312" --version)"
-  rm -rf target/cryo-wheel && "$PEERS_PYTHON" -m maturin build -q --profile dev -m cryo-py/Cargo.toml -o target/cryo-wheel
   [ -x target/py312-venv/bin/python ] || "$PY312" -m venv target/py312-venv
   target/py312-venv/bin/pip install -q --force-reinstall --no-deps target/cryo-wheel/*.whl
   target/py312-venv/bin/pip install -q 'pyiceberg[sql-sqlite,pyarrow]==0.12.0' 'duckdb==1.5.5' 'pytest>=8' 'mypy==2.4.1'
