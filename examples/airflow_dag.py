@@ -4,8 +4,8 @@
     python examples/airflow_dag.py           # dag.test(); or drop the file in $AIRFLOW_HOME/dags
 
 grade  -> writes the plan to $CRYO_DEMO_LAKE/plans/<run id>.json and pushes it (and its fingerprint)
-review -> a sensor: waits until the reviewer writes the fingerprint they approved to
-          <plan>.json.approved (e.g. `jq -r .fingerprint` is not needed: the summary shows it)
+review -> a sensor: waits until the reviewer, having read the plan, writes the fingerprint they
+          approve (the grade task logs it and pushes it to XCom) to <plan>.json.approved
 run    -> runs the plan only if it is still the approved one (dry run unless the DAG param
           dry_run is false), locks under the lake, appends receipts to receipts.jsonl
 """
