@@ -1,7 +1,10 @@
 //! Reading a group's data files: projected to the current schema by field id (upstream's
 //! `ArrowReader` does the schema evolution: renames, added columns, type promotion, name
 //! mapping), with position deletes, deletion vectors and equality deletes applied by Cryo and
-//! counted by kind.
+//! counted by kind. A small file whose columns already are the current schema's (the common
+//! case for compaction inputs) is read in one request and decoded from memory by the Parquet
+//! crate directly: upstream's reader would fetch its footer and its column chunks separately
+//! and check every batch against the schema (about a tenth of a rewrite's CPU on small files).
 //!
 //! Each data file is read by its own task, in file order (one task per file, no predicate, so
 //! batches arrive in row order and a running offset is the row position). At most
@@ -10,15 +13,22 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use arrow_array::{BooleanArray, RecordBatch};
+use arrow_array::{Array, ArrayRef, BooleanArray, RecordBatch, make_array};
 use arrow_row::RowConverter;
+use arrow_schema::{DataType, Schema as ArrowSchema, SchemaRef as ArrowSchemaRef};
 use arrow_select::filter::filter_record_batch;
+use bytes::Bytes;
 use futures::stream::BoxStream;
 use futures::{StreamExt, TryStreamExt};
+use iceberg::arrow::schema_to_arrow_schema;
 use iceberg::arrow::{ArrowReader, ArrowReaderBuilder};
 use iceberg::scan::{FileScanTask, FileScanTaskStream};
 use iceberg::spec::{DataFileFormat, NameMapping, SchemaRef};
-use parquet::arrow::PARQUET_FIELD_ID_META_KEY;
+use parquet::arrow::arrow_reader::{
+    ArrowReaderMetadata, ArrowReaderOptions, ParquetRecordBatchReaderBuilder,
+};
+use parquet::arrow::{PARQUET_FIELD_ID_META_KEY, ProjectionMask};
+use parquet::file::metadata::ParquetMetaDataReader;
 use tokio::sync::mpsc;
 
 use super::deletes::{EqualitySet, GroupDeletes};
@@ -28,6 +38,10 @@ use crate::error::{Error, Result};
 
 /// Rows per batch read (Parquet's default of 1024 costs throughput).
 pub(crate) const READ_BATCH_ROWS: usize = 8192;
+/// Files up to this size are read whole, in one request, and decoded from memory when their
+/// schema is the current one (compaction inputs are small files; larger ones stream through
+/// upstream's reader by byte ranges).
+pub(crate) const WHOLE_FILE_BYTES: u64 = 8 << 20;
 /// `schema.name-mapping.default`.
 const NAME_MAPPING: &str = "schema.name-mapping.default";
 
@@ -46,7 +60,10 @@ pub(crate) fn storage_err(path: &str, what: &str, e: iceberg::Error) -> Error {
 pub(crate) struct DataReader {
     reader: ArrowReader,
     schema: SchemaRef,
+    /// The current schema's Arrow form (what upstream's reader produces).
+    arrow_schema: ArrowSchemaRef,
     name_mapping: Option<Arc<NameMapping>>,
+    file_io: iceberg::io::FileIO,
 }
 
 impl DataReader {
@@ -69,7 +86,13 @@ impl DataReader {
             )),
             None => None,
         };
+        let arrow_schema = Arc::new(
+            schema_to_arrow_schema(table.metadata.current_schema())
+                .map_err(|e| Error::Internal(format!("{}: Arrow schema: {e}", table.id)))?,
+        );
         Ok(Self {
+            arrow_schema,
+            file_io: table.file_io.clone(),
             reader: ArrowReaderBuilder::new(table.file_io.clone(), runtime)
                 .with_data_file_concurrency_limit(1)
                 .with_batch_size(READ_BATCH_ROWS)
@@ -81,7 +104,89 @@ impl DataReader {
     }
 
     /// The rows of one Parquet file, in file order, with the fields `ids` of the current schema.
-    pub(crate) fn stream(
+    ///
+    /// A small file whose columns already are the current schema's (same field ids and types)
+    /// is read whole and decoded directly; any other goes through upstream's reader, which
+    /// handles schema evolution and name mapping.
+    pub(crate) async fn stream(
+        &self,
+        path: &str,
+        size: u64,
+        ids: &[i32],
+    ) -> Result<BoxStream<'static, Result<RecordBatch>>> {
+        if size <= WHOLE_FILE_BYTES
+            && let Some(direct) = self.direct(path, ids).await?
+        {
+            return Ok(direct);
+        }
+        self.upstream(path, size, ids)
+    }
+
+    /// The direct read: `None` when the file needs upstream's reader (no field ids, other
+    /// types or missing columns, or a footer it should report on).
+    async fn direct(
+        &self,
+        path: &str,
+        ids: &[i32],
+    ) -> Result<Option<BoxStream<'static, Result<RecordBatch>>>> {
+        let Some(target) = self.projected_schema(ids) else {
+            return Ok(None);
+        };
+        let input = self
+            .file_io
+            .new_input(path)
+            .map_err(|e| storage_err(path, "read Parquet", e))?;
+        let bytes: Bytes = input
+            .read()
+            .await
+            .map_err(|e| storage_err(path, "read Parquet", e))?;
+        let Ok(meta) = ParquetMetaDataReader::new().parse_and_finish(&bytes) else {
+            return Ok(None);
+        };
+        let Ok(meta) = ArrowReaderMetadata::try_new(Arc::new(meta), ArrowReaderOptions::new())
+        else {
+            return Ok(None);
+        };
+        let Some(plan) = DirectPlan::new(meta.schema(), &target) else {
+            return Ok(None);
+        };
+        let mask = ProjectionMask::roots(
+            meta.metadata().file_metadata().schema_descr(),
+            plan.roots.iter().copied(),
+        );
+        let Ok(reader) = ParquetRecordBatchReaderBuilder::new_with_metadata(bytes, meta)
+            .with_projection(mask)
+            .with_batch_size(READ_BATCH_ROWS)
+            .build()
+        else {
+            return Ok(None);
+        };
+        let owned = path.to_string();
+        let batches = reader.map(move |b| {
+            let b = b.map_err(|e| parquet_err(&owned, &e))?;
+            plan.to_target(&b).map_err(|e| parquet_err(&owned, &e))
+        });
+        Ok(Some(Box::pin(futures::stream::iter(batches))))
+    }
+
+    /// The current schema's Arrow fields with ids `ids`, in that order; `None` when one is
+    /// not a top-level field.
+    fn projected_schema(&self, ids: &[i32]) -> Option<ArrowSchemaRef> {
+        let fields = ids
+            .iter()
+            .map(|id| {
+                self.arrow_schema
+                    .fields()
+                    .iter()
+                    .find(|f| field_id(f) == Some(*id))
+                    .cloned()
+            })
+            .collect::<Option<Vec<_>>>()?;
+        Some(Arc::new(ArrowSchema::new(fields)))
+    }
+
+    /// Upstream's reader (schema evolution, name mapping, byte-range reads).
+    fn upstream(
         &self,
         path: &str,
         size: u64,
@@ -118,6 +223,109 @@ impl DataReader {
             .iter()
             .map(|f| f.id)
             .collect()
+    }
+}
+
+fn field_id(f: &arrow_schema::Field) -> Option<i32> {
+    f.metadata()
+        .get(PARQUET_FIELD_ID_META_KEY)
+        .and_then(|v| v.parse().ok())
+}
+
+fn parquet_err(path: &str, e: &dyn std::fmt::Display) -> Error {
+    Error::Storage {
+        path: path.to_string(),
+        message: format!("read Parquet: {e}"),
+        source: None,
+        retryable: false,
+    }
+}
+
+/// How a file's top-level columns become the current schema's: which roots to decode, and for
+/// each target column, its position among the decoded ones (and whether only the time zone's
+/// spelling differs, e.g. `UTC` and `+00:00`).
+struct DirectPlan {
+    roots: Vec<usize>,
+    target: ArrowSchemaRef,
+    columns: Vec<(usize, bool)>,
+}
+
+impl DirectPlan {
+    fn new(file: &ArrowSchemaRef, target: &ArrowSchemaRef) -> Option<Self> {
+        let mut found = Vec::with_capacity(target.fields().len());
+        for t in target.fields() {
+            let id = field_id(t)?;
+            let mut hits = file
+                .fields()
+                .iter()
+                .enumerate()
+                .filter(|(_, f)| field_id(f) == Some(id));
+            let (root, f) = hits.next()?;
+            if hits.next().is_some() {
+                return None;
+            }
+            let retype = if f.data_type() == t.data_type() {
+                false
+            } else if same_instant_type(f.data_type(), t.data_type()) {
+                true
+            } else {
+                return None;
+            };
+            found.push((root, retype));
+        }
+        let mut roots: Vec<usize> = found.iter().map(|(r, _)| *r).collect();
+        roots.sort_unstable();
+        roots.dedup();
+        if roots.len() != found.len() {
+            return None;
+        }
+        let columns = found
+            .iter()
+            .map(|(r, retype)| (roots.binary_search(r).unwrap_or(0), *retype))
+            .collect();
+        Some(Self {
+            roots,
+            target: Arc::clone(target),
+            columns,
+        })
+    }
+
+    /// The decoded batch in the target schema (columns reordered, time zones respelled, nulls
+    /// in required columns refused).
+    fn to_target(
+        &self,
+        batch: &RecordBatch,
+    ) -> std::result::Result<RecordBatch, arrow_schema::ArrowError> {
+        let columns = self
+            .columns
+            .iter()
+            .zip(self.target.fields())
+            .map(|(&(i, retype), t)| {
+                let c = Arc::clone(batch.column(i));
+                if retype {
+                    let data = c
+                        .to_data()
+                        .into_builder()
+                        .data_type(t.data_type().clone())
+                        .build()?;
+                    Ok(make_array(data))
+                } else {
+                    Ok(c)
+                }
+            })
+            .collect::<std::result::Result<Vec<ArrayRef>, arrow_schema::ArrowError>>()?;
+        RecordBatch::try_new(Arc::clone(&self.target), columns)
+    }
+}
+
+/// Timestamps of the same unit, both UTC-adjusted (time zone spelled differently).
+fn same_instant_type(a: &DataType, b: &DataType) -> bool {
+    let utc = |tz: &str| matches!(tz, "UTC" | "+00:00" | "Z" | "+0000" | "Etc/UTC");
+    match (a, b) {
+        (DataType::Timestamp(ua, Some(za)), DataType::Timestamp(ub, Some(zb))) => {
+            ua == ub && utc(za) && utc(zb)
+        }
+        _ => false,
     }
 }
 
@@ -218,7 +426,10 @@ pub(crate) fn spawn_group_reader(
 /// Read one file, apply its deletes, send what survives.
 async fn read_file(job: FileJob, tx: mpsc::Sender<Result<RecordBatch>>) -> Result<ReadCounts> {
     let path = job.file.path.clone();
-    let mut stream = job.reader.stream(&path, job.file.size_bytes, &job.ids)?;
+    let mut stream = job
+        .reader
+        .stream(&path, job.file.size_bytes, &job.ids)
+        .await?;
     let mut counts = ReadCounts {
         files: 1,
         bytes_read: job.file.size_bytes,
@@ -359,4 +570,106 @@ fn equality_probes(job: &FileJob, batch: &RecordBatch) -> Result<Vec<EqualityPro
         ));
     }
     Ok(probes.into_iter().map(|(_, p)| p).collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use arrow_array::{Int64Array, StringArray, TimestampMicrosecondArray};
+    use arrow_schema::{Field, TimeUnit};
+
+    use super::*;
+
+    fn field(name: &str, id: i32, t: DataType, nullable: bool) -> Field {
+        Field::new(name, t, nullable).with_metadata(HashMap::from([(
+            PARQUET_FIELD_ID_META_KEY.to_string(),
+            id.to_string(),
+        )]))
+    }
+
+    fn ts(tz: &str) -> DataType {
+        DataType::Timestamp(TimeUnit::Microsecond, Some(tz.into()))
+    }
+
+    #[test]
+    fn direct_plan_reorders_by_field_id_and_respells_utc() {
+        let file = Arc::new(ArrowSchema::new(vec![
+            field("s", 2, DataType::Utf8, true),
+            field("extra", 9, DataType::Int64, true),
+            field("t", 3, ts("UTC"), true),
+            field("id", 1, DataType::Int64, true),
+        ]));
+        let target = Arc::new(ArrowSchema::new(vec![
+            field("id", 1, DataType::Int64, false),
+            field("t", 3, ts("+00:00"), true),
+            field("s", 2, DataType::Utf8, true),
+        ]));
+        let plan = DirectPlan::new(&file, &target).expect("same columns");
+        assert_eq!(plan.roots, vec![0, 2, 3]);
+        // What the decoder yields for roots 0, 2, 3: s, t, id.
+        let decoded = RecordBatch::try_new(
+            Arc::new(ArrowSchema::new(vec![
+                field("s", 2, DataType::Utf8, true),
+                field("t", 3, ts("UTC"), true),
+                field("id", 1, DataType::Int64, true),
+            ])),
+            vec![
+                Arc::new(StringArray::from(vec!["a", "b"])),
+                Arc::new(TimestampMicrosecondArray::from(vec![1, 2]).with_timezone("UTC")),
+                Arc::new(Int64Array::from(vec![10, 20])),
+            ],
+        )
+        .expect("batch");
+        let out = plan.to_target(&decoded).expect("target batch");
+        assert_eq!(out.schema(), target);
+        assert_eq!(
+            out.column(0).as_ref(),
+            &Int64Array::from(vec![10, 20]) as &dyn Array
+        );
+        assert_eq!(
+            out.column(2).as_ref(),
+            &StringArray::from(vec!["a", "b"]) as &dyn Array
+        );
+        // A null in a required column is refused, not written.
+        let with_null = RecordBatch::try_new(
+            decoded.schema(),
+            vec![
+                Arc::clone(decoded.column(0)),
+                Arc::clone(decoded.column(1)),
+                Arc::new(Int64Array::from(vec![Some(1), None])),
+            ],
+        )
+        .expect("batch");
+        assert!(plan.to_target(&with_null).is_err());
+    }
+
+    #[test]
+    fn direct_plan_leaves_other_files_to_upstream() {
+        let target = Arc::new(ArrowSchema::new(vec![
+            field("id", 1, DataType::Int64, false),
+            field("n", 2, DataType::Int64, true),
+        ]));
+        // A promoted type (int → long), a missing column, no field ids.
+        let promoted = Arc::new(ArrowSchema::new(vec![
+            field("id", 1, DataType::Int64, false),
+            field("n", 2, DataType::Int32, true),
+        ]));
+        let missing = Arc::new(ArrowSchema::new(vec![field(
+            "id",
+            1,
+            DataType::Int64,
+            false,
+        )]));
+        let no_ids = Arc::new(ArrowSchema::new(vec![
+            Field::new("id", DataType::Int64, false),
+            Field::new("n", DataType::Int64, true),
+        ]));
+        for file in [promoted, missing, no_ids] {
+            assert!(DirectPlan::new(&file, &target).is_none(), "{file:?}");
+        }
+        assert!(!same_instant_type(&ts("UTC"), &ts("Europe/Paris")));
+        assert!(!same_instant_type(
+            &DataType::Timestamp(TimeUnit::Microsecond, None),
+            &ts("UTC")
+        ));
+    }
 }
