@@ -13,11 +13,13 @@ use futures::{StreamExt, TryStreamExt};
 use iceberg::arrow::ArrowFileReader;
 use iceberg::io::FileMetadata;
 use iceberg::spec::SchemaRef;
+use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use parquet::arrow::{PARQUET_FIELD_ID_META_KEY, ParquetRecordBatchStreamBuilder, ProjectionMask};
+use parquet::schema::types::SchemaDescriptor;
 use roaring::RoaringTreemap;
 
 use super::plan::{DeleteKind, FileGroup, GroupDeleteFile};
-use super::read::{DataReader, storage_err};
+use super::read::{DataReader, READ_BATCH_ROWS, WHOLE_FILE_BYTES, storage_err};
 use crate::catalog::LoadedTable;
 use crate::error::{Error, Result};
 
@@ -113,6 +115,28 @@ pub(crate) async fn read_position_file(
         .file_io
         .new_input(&del.path)
         .map_err(|e| storage_err(&del.path, "open position delete file", e))?;
+    let bad = |m: String| Error::metadata(&table.id, &del.path, m);
+    let mut out: HashMap<String, RoaringTreemap> = HashMap::new();
+    if del.size_bytes <= WHOLE_FILE_BYTES {
+        // One read, decoded from memory.
+        let bytes = input
+            .read()
+            .await
+            .map_err(|e| storage_err(&del.path, "open position delete file", e))?;
+        let builder = ParquetRecordBatchReaderBuilder::try_new(bytes)
+            .map_err(|e| bad(format!("cannot read position delete file: {e}")))?;
+        let (mask, p, q) = position_columns(builder.parquet_schema(), &bad)?;
+        let batches = builder
+            .with_projection(mask)
+            .with_batch_size(READ_BATCH_ROWS)
+            .build()
+            .map_err(|e| bad(format!("cannot read position delete file: {e}")))?;
+        for batch in batches {
+            let batch = batch.map_err(|e| bad(format!("cannot read position delete file: {e}")))?;
+            add_positions(&batch, p, q, files, &mut out, &bad)?;
+        }
+        return Ok(out);
+    }
     let read = input
         .reader()
         .await
@@ -123,57 +147,78 @@ pub(crate) async fn read_position_file(
         },
         read,
     );
-    let bad = |m: String| Error::metadata(&table.id, &del.path, m);
     let builder = ParquetRecordBatchStreamBuilder::new(reader)
         .await
         .map_err(|e| bad(format!("cannot read position delete file: {e}")))?;
+    let (mask, p, q) = position_columns(builder.parquet_schema(), &bad)?;
+    let mut stream = builder
+        .with_projection(mask)
+        .with_batch_size(READ_BATCH_ROWS)
+        .build()
+        .map_err(|e| bad(format!("cannot read position delete file: {e}")))?;
+    while let Some(batch) = stream.next().await {
+        let batch = batch.map_err(|e| bad(format!("cannot read position delete file: {e}")))?;
+        add_positions(&batch, p, q, files, &mut out, &bad)?;
+    }
+    Ok(out)
+}
+
+/// The projection of a position delete file's `file_path` and `pos` columns, and their
+/// positions in the decoded batches.
+fn position_columns(
+    schema: &SchemaDescriptor,
+    bad: &dyn Fn(String) -> Error,
+) -> Result<(ProjectionMask, usize, usize)> {
     // The spec fixes the names and order: file_path, pos (and optionally row).
-    let roots = builder.parquet_schema().root_schema().get_fields();
+    let roots = schema.root_schema().get_fields();
     let col = |name: &str| roots.iter().position(|f| f.name() == name);
     let (Some(path_col), Some(pos_col)) = (col("file_path"), col("pos")) else {
         return Err(bad(
             "position delete file without file_path/pos columns".into()
         ));
     };
-    let mask = ProjectionMask::roots(builder.parquet_schema(), [path_col, pos_col]);
-    let mut stream = builder
-        .with_projection(mask)
-        .with_batch_size(8192)
-        .build()
-        .map_err(|e| bad(format!("cannot read position delete file: {e}")))?;
-    let mut out: HashMap<String, RoaringTreemap> = HashMap::new();
-    while let Some(batch) = stream.next().await {
-        let batch = batch.map_err(|e| bad(format!("cannot read position delete file: {e}")))?;
-        let (p, q) = if path_col < pos_col { (0, 1) } else { (1, 0) };
-        let paths = string_column(batch.column(p))
-            .ok_or_else(|| bad("file_path is not a string column".into()))?;
-        let pos = batch
-            .column(q)
-            .as_any()
-            .downcast_ref::<Int64Array>()
-            .ok_or_else(|| bad("pos is not a long column".into()))?;
-        for i in 0..batch.num_rows() {
-            if paths.is_null(i) || pos.is_null(i) {
-                return Err(bad("null file_path or pos".into()));
-            }
-            let path = paths.value(i);
-            if !files.contains(path) {
-                continue;
-            }
-            let p = pos.value(i);
-            if p < 0 {
-                return Err(bad(format!("negative position {p}")));
-            }
-            if let Some(set) = out.get_mut(path) {
-                set.insert(p as u64);
-            } else {
-                let mut set = RoaringTreemap::new();
-                set.insert(p as u64);
-                out.insert(path.to_string(), set);
-            }
+    let mask = ProjectionMask::roots(schema, [path_col, pos_col]);
+    let (p, q) = if path_col < pos_col { (0, 1) } else { (1, 0) };
+    Ok((mask, p, q))
+}
+
+/// Add the positions of one batch of a position delete file that fall in `files`.
+fn add_positions(
+    batch: &RecordBatch,
+    p: usize,
+    q: usize,
+    files: &HashSet<&str>,
+    out: &mut HashMap<String, RoaringTreemap>,
+    bad: &dyn Fn(String) -> Error,
+) -> Result<()> {
+    let paths = string_column(batch.column(p))
+        .ok_or_else(|| bad("file_path is not a string column".into()))?;
+    let pos = batch
+        .column(q)
+        .as_any()
+        .downcast_ref::<Int64Array>()
+        .ok_or_else(|| bad("pos is not a long column".into()))?;
+    for i in 0..batch.num_rows() {
+        if paths.is_null(i) || pos.is_null(i) {
+            return Err(bad("null file_path or pos".into()));
+        }
+        let path = paths.value(i);
+        if !files.contains(path) {
+            continue;
+        }
+        let p = pos.value(i);
+        if p < 0 {
+            return Err(bad(format!("negative position {p}")));
+        }
+        if let Some(set) = out.get_mut(path) {
+            set.insert(p as u64);
+        } else {
+            let mut set = RoaringTreemap::new();
+            set.insert(p as u64);
+            out.insert(path.to_string(), set);
         }
     }
-    Ok(out)
+    Ok(())
 }
 
 fn string_column(a: &ArrayRef) -> Option<StringArray> {
@@ -295,7 +340,8 @@ async fn read_equality_file(
         }
     }
     let batches: Vec<RecordBatch> = reader
-        .stream(&del.path, del.size_bytes, &del.equality_ids)?
+        .stream(&del.path, del.size_bytes, &del.equality_ids)
+        .await?
         .try_collect()
         .await?;
     let fields = equality_sort_fields(schema, &del.equality_ids)?;
