@@ -786,14 +786,9 @@ pub fn controls_from_receipts(
     out
 }
 
-/// Whether `now_ms` falls in the daily UTC window `[start, end)` (wrapping past midnight).
+/// Whether `now_ms` falls in the daily UTC window (the planner's rule).
 fn in_window(w: Window, now_ms: i64) -> bool {
-    let hour = u8::try_from(now_ms.rem_euclid(86_400_000) / 3_600_000).unwrap_or(0);
-    if w.start_hour < w.end_hour {
-        (w.start_hour..w.end_hour).contains(&hour)
-    } else {
-        hour >= w.start_hour || hour < w.end_hour
-    }
+    crate::plan::window_opens_in(w, now_ms).is_none()
 }
 
 /// Run `plan` on the native engine with `options` (a dry run by default).

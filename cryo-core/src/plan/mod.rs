@@ -21,6 +21,7 @@ mod planner;
 mod predicate;
 
 pub use model::*;
+pub(crate) use planner::window_opens_in;
 pub use planner::{ExpirePolicy, OrphanPolicy, PlanOptions, plan_fleet, plan_table};
 
 #[cfg(test)]

@@ -205,7 +205,7 @@ fn fmt_bytes(b: u64) -> String {
 }
 
 /// Whether `now` is in the window; otherwise when it opens next (ms from now).
-fn window_opens_in(w: Window, now_ms: i64) -> Option<i64> {
+pub(crate) fn window_opens_in(w: Window, now_ms: i64) -> Option<i64> {
     let ms_of_day = now_ms.rem_euclid(DAY_MS);
     let start = i64::from(w.start_hour) * HOUR_MS;
     let end = i64::from(w.end_hour) * HOUR_MS;
