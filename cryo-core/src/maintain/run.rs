@@ -75,12 +75,8 @@ impl MaintenanceOptions {
     /// Reject nonsensical options.
     pub fn validate(&self) -> Result<()> {
         self.compact_run().validate()?;
-        if let Some(w) = self.window
-            && (w.start_hour > 23 || w.end_hour > 24)
-        {
-            return Err(Error::validation(
-                "window hours must be 0..=23 (start) and 0..=24 (end)",
-            ));
+        if let Some(w) = self.window {
+            w.validate()?;
         }
         if self.actor.trim().is_empty() {
             return Err(Error::validation("actor must not be empty"));

@@ -313,3 +313,15 @@ pub struct Window {
     /// Hour the window closes (0–24).
     pub end_hour: u8,
 }
+
+impl Window {
+    /// Reject hours outside the day.
+    pub fn validate(&self) -> crate::Result<()> {
+        if self.start_hour > 23 || self.end_hour > 24 {
+            return Err(crate::Error::validation(
+                "window hours must be 0..=23 (start) and 0..=24 (end)",
+            ));
+        }
+        Ok(())
+    }
+}

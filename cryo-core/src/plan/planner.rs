@@ -167,10 +167,8 @@ impl PlanOptions {
         if self.cooldowns_ms.values().any(|c| *c < 0) {
             return bad("cooldowns must not be negative");
         }
-        if let Some(w) = self.window
-            && (w.start_hour > 23 || w.end_hour > 24)
-        {
-            return bad("window hours must be 0..=23 (start) and 0..=24 (end)");
+        if let Some(w) = self.window {
+            w.validate()?;
         }
         match &self.strategy {
             RewriteStrategy::ZOrder { columns } if columns.len() < 2 => {
