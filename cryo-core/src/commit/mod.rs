@@ -61,7 +61,7 @@ mod rest;
 mod retry;
 mod summary;
 mod validate;
-mod write;
+pub(crate) mod write;
 
 pub use committer::{CatalogCommitter, HadoopCommitter, SqlCommitter, TableChanges};
 pub use create::NewTable;

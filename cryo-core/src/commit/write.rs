@@ -27,6 +27,11 @@ use super::iceberg_error;
 use crate::catalog::LoadedTable;
 use crate::error::{Error, Result};
 
+/// The Parquet footer's `created_by`, in the `<app> version <v> (build <b>)` form parquet-mr
+/// parses: a string it cannot parse makes Spark and other parquet-mr readers ignore the binary
+/// column statistics of the file (PARQUET-251's guard), which costs them row-group pruning.
+pub(crate) const CREATED_BY: &str = concat!("cryo version ", env!("CARGO_PKG_VERSION"), " (build cryo)");
+
 /// Field id of `file_path` in position delete files (Iceberg spec, reserved).
 pub const POS_DELETE_FILE_PATH_FIELD_ID: i32 = 2_147_483_546;
 /// Field id of `pos` in position delete files (Iceberg spec, reserved).
@@ -165,7 +170,7 @@ fn write_config(table: &LoadedTable) -> Result<WriteConfig> {
     Ok(WriteConfig {
         properties: WriterProperties::builder()
             .set_compression(compression)
-            .set_created_by(format!("cryo {}", env!("CARGO_PKG_VERSION")))
+            .set_created_by(CREATED_BY.to_string())
             .build(),
         codec,
         codec_defaulted: codec_name.is_none(),

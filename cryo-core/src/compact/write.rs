@@ -172,7 +172,7 @@ pub(crate) fn write_settings(
         .set_max_row_group_row_count(None)
         .set_max_row_group_bytes(Some(row_group_bytes as usize))
         .set_data_page_size_limit(page_bytes as usize)
-        .set_created_by(format!("cryo {}", env!("CARGO_PKG_VERSION")))
+        .set_created_by(crate::commit::write::CREATED_BY.to_string())
         .build();
     Ok(WriteSettings {
         properties,
