@@ -2,18 +2,22 @@
 //!
 //! ```text
 //! TableState + Probe (LoadSnapshot | ProbeFailure) + now ──Governor::decide──▶ Decision
-//!     Admit { slot } ─▶ run ─▶ Governor::release(slot)
+//!     Admit { slot } ─▶ run ─▶ Governor::release(slot), Governor::record(slot, Outcome)
 //!     Defer { reason, retry_after_ms } ─▶ ask again after that instant
 //!     PastDeadline ─▶ skip the table in this run
 //! ```
 //!
 //! - [`Governor`]: the admission policy (pure and deterministic; [`DeferReason`] says why not),
 //!   per-destination [`Limits`], the slots Cryo holds and round-robin across coordinators.
+//! - [`Bandit`]: optional, per destination; learns the running-query threshold from
+//!   [`Outcome`]s and falls back to the static limits while it has too few.
 //! - Per-table locks ([`TableLocks`]) keep two workers from maintaining the same table at once.
 
+mod bandit;
 mod lock;
 mod policy;
 
+pub use bandit::{Arm, Bandit, BanditConfig, Context, Outcome, Tuned, TuningSource};
 pub use lock::{LocalLocks, LockGuard, LockHolder, TableLocks};
 pub use policy::{
     CoordinatorLoad, Decision, DeferReason, Governor, Limits, LoadSnapshot, Probe, ProbeFailure,

@@ -3,7 +3,7 @@
 //!
 //! ```text
 //! TableState ─┐
-//! Probe ──────┼──decide──▶ Admit { slot }        → run it, then release(slot)
+//! Probe ──────┼──decide──▶ Admit { slot }        → run it, then release(slot) (+ record(slot, outcome))
 //! now_ms ─────┘            Defer { reason, retry_after_ms }  → ask again after that instant
 //!                          PastDeadline { deadline_ms }      → give up on this table for this run
 //! ```
@@ -24,6 +24,7 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
+use super::bandit::{Arm, Bandit, Outcome, Tuned};
 use super::lock::LockHolder;
 use crate::error::{Error, Result};
 use crate::plan::{Window, window_opens_in};
@@ -144,6 +145,9 @@ pub struct Slot {
     pub destination: String,
     /// Coordinator the step is sent to.
     pub coordinator: String,
+    /// The bandit arm whose limits admitted the step (`None` without a bandit); the outcome
+    /// given to [`Governor::record`] is credited to it.
+    pub arm: Option<Arm>,
 }
 
 /// Why a step was deferred. The `Display` text is written into the receipt.
@@ -325,11 +329,12 @@ impl fmt::Display for Decision {
     }
 }
 
-/// Per-destination state: limits, own in-flight slots, round-robin cursor.
+/// Per-destination state: limits, optional bandit, own in-flight slots, round-robin cursor.
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 #[serde(default)]
 struct DestinationState {
     limits: Option<Limits>,
+    bandit: Option<Bandit>,
     /// Slots Cryo holds per coordinator (only non-zero counts are kept).
     in_flight: BTreeMap<String, u32>,
     /// The coordinator of the last admission; the next starts after it.
@@ -337,8 +342,8 @@ struct DestinationState {
 }
 
 /// Admission across destinations: limits per destination, the slots Cryo holds, the
-/// round-robin cursors. One value shared by all workers (behind a mutex), so that more workers
-/// never mean more parallel rewrites.
+/// round-robin cursors and, optionally, a [`Bandit`] per destination. One value shared by all
+/// workers (behind a mutex), so that more workers never mean more parallel rewrites.
 /// Serializable, so a scheduler can keep it between runs.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Governor {
@@ -356,19 +361,32 @@ impl Governor {
         })
     }
 
-    /// Use `limits` for `destination`.
+    /// Use `limits` for `destination` (the static limits when a bandit is attached).
     pub fn set_limits(&mut self, destination: &str, limits: Limits) -> Result<()> {
         limits.validate()?;
         self.dest_mut(destination).limits = Some(limits);
         Ok(())
     }
 
-    /// The limits of `destination`.
+    /// Let `bandit` tune `destination`'s `max_running_queries` from outcomes; the hard caps
+    /// stay the static ones.
+    pub fn attach_bandit(&mut self, destination: &str, bandit: Bandit) {
+        self.dest_mut(destination).bandit = Some(bandit);
+    }
+
+    /// The static limits of `destination`.
     pub fn limits(&self, destination: &str) -> &Limits {
         self.destinations
             .get(destination)
             .and_then(|d| d.limits.as_ref())
             .unwrap_or(&self.defaults)
+    }
+
+    /// The bandit attached to `destination`, if any.
+    pub fn bandit(&self, destination: &str) -> Option<&Bandit> {
+        self.destinations
+            .get(destination)
+            .and_then(|d| d.bandit.as_ref())
     }
 
     /// Slots Cryo holds on `destination` (all coordinators).
@@ -454,7 +472,15 @@ impl Governor {
             return defer(DeferReason::NoCoordinators, backoff);
         }
         let dest = self.dest_mut(destination);
-        match admit(dest, snapshot, &static_limits) {
+        let (limits, arm) = match dest.bandit.as_mut() {
+            Some(bandit) => {
+                let context = bandit.context(snapshot, now_ms);
+                let Tuned { limits, arm, .. } = bandit.tune(context, &static_limits);
+                (limits, Some(arm))
+            }
+            None => (static_limits, None),
+        };
+        match admit(dest, snapshot, &limits) {
             Ok(coordinator) => {
                 *dest.in_flight.entry(coordinator.clone()).or_insert(0) += 1;
                 dest.cursor = Some(coordinator.clone());
@@ -462,6 +488,7 @@ impl Governor {
                     slot: Slot {
                         destination: destination.to_string(),
                         coordinator,
+                        arm,
                     },
                 }
             }
@@ -479,6 +506,19 @@ impl Governor {
             if *n == 0 {
                 dest.in_flight.remove(&slot.coordinator);
             }
+        }
+    }
+
+    /// Teach the destination's bandit how the step admitted on `slot` went. Does nothing
+    /// without a bandit or when the slot carries no arm.
+    pub fn record(&mut self, slot: &Slot, outcome: &Outcome) {
+        if let Some(arm) = &slot.arm
+            && let Some(bandit) = self
+                .destinations
+                .get_mut(&slot.destination)
+                .and_then(|d| d.bandit.as_mut())
+        {
+            bandit.record(arm, outcome);
         }
     }
 

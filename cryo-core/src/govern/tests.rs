@@ -1,4 +1,5 @@
-//! Governor invariants: property tests on the admission policy.
+//! Governor and bandit invariants: property tests on the policy, and simulated engines for the
+//! bandit (one where the best threshold is known, one driven through the governor by workers).
 
 use std::collections::BTreeMap;
 
@@ -463,7 +464,7 @@ fn reasons_read_well() {
 }
 
 #[test]
-fn limits_validation() {
+fn limits_and_config_validation() {
     assert!(Limits::default().validate().is_ok());
     for bad in [
         limits(0, 1, 1, 1),
@@ -483,6 +484,40 @@ fn limits_validation() {
         assert_eq!(err.code(), "validation", "{bad:?}");
         let mut g = governor(Limits::default());
         assert!(g.set_limits("trino", bad).is_err());
+    }
+    assert!(BanditConfig::default().validate().is_ok());
+    let bad_configs = [
+        BanditConfig {
+            thresholds: vec![],
+            ..BanditConfig::default()
+        },
+        BanditConfig {
+            thresholds: vec![0, 4],
+            ..BanditConfig::default()
+        },
+        BanditConfig {
+            thresholds: vec![4, 4],
+            ..BanditConfig::default()
+        },
+        BanditConfig {
+            hour_bands: 5,
+            ..BanditConfig::default()
+        },
+        BanditConfig {
+            queue_levels: vec![3, 2],
+            ..BanditConfig::default()
+        },
+        BanditConfig {
+            delay_weight: 1.5,
+            ..BanditConfig::default()
+        },
+        BanditConfig {
+            memory: 1,
+            ..BanditConfig::default()
+        },
+    ];
+    for c in bad_configs {
+        assert!(Bandit::new(c.clone()).is_err(), "{c:?}");
     }
 }
 
@@ -520,4 +555,454 @@ fn limits_per_destination() {
             ..
         }
     ));
+}
+
+// ---------------------------------------------------------------- bandit
+
+#[test]
+fn reward_orders_outcomes() {
+    let ok = Outcome {
+        succeeded: true,
+        queue_delay_ms: 0,
+        impact: 0.0,
+        duration_ms: 10 * MINUTE,
+    };
+    assert!((ok.reward(0.5) - 1.0).abs() < 1e-12);
+    let failed = Outcome {
+        succeeded: false,
+        ..ok
+    };
+    assert!(failed.reward(0.5).abs() < f64::EPSILON);
+    let waited = Outcome {
+        queue_delay_ms: 10 * MINUTE,
+        ..ok
+    };
+    assert!((waited.reward(1.0) - 0.5).abs() < 1e-12);
+    let slowed = Outcome { impact: 1.0, ..ok };
+    assert!((slowed.reward(0.0) - 0.5).abs() < 1e-12);
+    assert!(waited.reward(0.5) < ok.reward(0.5) && slowed.reward(0.5) < ok.reward(0.5));
+    let garbage = Outcome {
+        succeeded: true,
+        queue_delay_ms: -5,
+        impact: f64::NAN,
+        duration_ms: -1,
+    };
+    assert!((garbage.reward(f64::NAN) - 1.0).abs() < 1e-12);
+    let infinite = Outcome {
+        impact: f64::INFINITY,
+        ..ok
+    };
+    assert!((infinite.reward(0.5) - 0.5).abs() < 1e-12);
+}
+
+#[test]
+fn static_limits_until_min_observations() {
+    let config = BanditConfig {
+        thresholds: vec![5, 10, 20, 40],
+        min_observations: 5,
+        hour_bands: 1,
+        ..BanditConfig::default()
+    };
+    let mut b = Bandit::new(config).unwrap();
+    let fixed = Limits::default();
+    let ctx = b.context(&idle(1).unwrap(), NOW);
+    let good = Outcome {
+        succeeded: true,
+        queue_delay_ms: 0,
+        impact: 0.0,
+        duration_ms: MINUTE,
+    };
+    for i in 0..5 {
+        let t = b.tune(ctx, &fixed);
+        assert_eq!(t.source, TuningSource::Static);
+        assert_eq!(t.limits, fixed);
+        assert_eq!(t.arm.threshold, 20);
+        assert_eq!(b.observations(ctx), i);
+        b.record(&t.arm, &good);
+    }
+    // The static threshold is an arm: its outcomes taught it.
+    assert_eq!(b.recommend(ctx), Some(20));
+    let t = b.tune(ctx, &fixed);
+    assert_eq!(t.source, TuningSource::Learned);
+    assert!(
+        b.config()
+            .thresholds
+            .contains(&t.limits.max_running_queries)
+    );
+    assert!(t.confidence > 0.0 && t.confidence <= 1.0);
+    // The drawn threshold stays until the next outcome.
+    assert_eq!(b.tune(ctx, &fixed).arm, t.arm);
+    // Another context has learned nothing.
+    let other = Context {
+        hour_band: 0,
+        queue_level: 0,
+    };
+    let night = BanditConfig {
+        hour_bands: 2,
+        queue_levels: vec![1, 10],
+        ..BanditConfig::default()
+    };
+    let b2 = Bandit::new(night).unwrap();
+    let busy = snapshot(
+        vec![coordinator("a", 0, 4, 0), coordinator("b", 0, 7, 0)],
+        NOW,
+    );
+    let c = b2.context(&busy.unwrap(), NOW + 6 * HOUR);
+    assert_eq!(
+        c,
+        Context {
+            hour_band: 1,
+            queue_level: 2
+        }
+    );
+    assert_eq!(b2.observations(other), 0);
+    assert_eq!(b2.recommend(other), None);
+}
+
+/// A tiny deterministic generator for the simulated engines (`SplitMix64`).
+struct SimRng(u64);
+
+impl SimRng {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+    fn chance(&mut self, p: f64) -> bool {
+        ((self.next() >> 11) as f64 / (1u64 << 53) as f64) < p
+    }
+}
+
+/// A simulated engine with a true capacity `capacity`: other queries running are uniform in
+/// `0..=MAX_BACKGROUND` each minute; a step waits until fewer than the threshold run, then
+/// runs alongside them. Above capacity it slows the others (impact `4·overload/C`), runs
+/// longer and fails more (`5% + overload/C`); below it, steps wait for headroom they did not
+/// need.
+struct SimEngine {
+    capacity: u32,
+}
+
+const MAX_BACKGROUND: u32 = 24;
+const BASE_TICKS: f64 = 4.0;
+
+impl SimEngine {
+    fn effects(&self, background: u32) -> (f64, f64, f64) {
+        let c = f64::from(self.capacity);
+        let overload = f64::from((background + 1).saturating_sub(self.capacity));
+        let impact = 4.0 * overload / c;
+        let fail = (0.05 + overload / c).min(0.95);
+        let ticks = BASE_TICKS * (1.0 + overload / c);
+        (impact, fail, ticks)
+    }
+
+    fn run(&self, threshold: u32, rng: &mut SimRng) -> Outcome {
+        let mut waited = 0i64;
+        let background = loop {
+            let b = rng.below(u64::from(MAX_BACKGROUND) + 1) as u32;
+            if b < threshold || waited >= 600 {
+                break b;
+            }
+            waited += 1;
+        };
+        let (impact, fail, ticks) = self.effects(background);
+        Outcome {
+            succeeded: !rng.chance(fail),
+            queue_delay_ms: waited * MINUTE,
+            impact,
+            duration_ms: (ticks * MINUTE as f64) as i64,
+        }
+    }
+
+    /// The expected reward of a threshold, computed exactly (the "known best" comes from here).
+    fn expected_reward(&self, threshold: u32, delay_weight: f64) -> f64 {
+        let n = f64::from(MAX_BACKGROUND + 1);
+        let admitted = threshold.min(MAX_BACKGROUND + 1);
+        let p = f64::from(admitted) / n;
+        let mut total = 0.0;
+        for waited in 0..2000 {
+            let p_wait = (1.0 - p).powi(waited) * p;
+            for b in 0..admitted {
+                let (impact, fail, ticks) = self.effects(b);
+                let o = Outcome {
+                    succeeded: true,
+                    queue_delay_ms: i64::from(waited) * MINUTE,
+                    impact,
+                    duration_ms: (ticks * MINUTE as f64) as i64,
+                };
+                total += p_wait / f64::from(admitted) * (1.0 - fail) * o.reward(delay_weight);
+            }
+        }
+        total
+    }
+}
+
+/// Two hour bands with different true capacities: in each, the bandit's recommendation after
+/// enough rounds is the threshold with the highest expected reward (which equals the capacity),
+/// and the hard caps in its limits never move while it explores.
+#[test]
+fn bandit_converges_to_the_best_threshold() {
+    let thresholds = vec![4, 8, 12, 16, 20, 24];
+    let engines = [SimEngine { capacity: 16 }, SimEngine { capacity: 8 }];
+    for engine in &engines {
+        let best = thresholds
+            .iter()
+            .copied()
+            .max_by(|a, b| {
+                engine
+                    .expected_reward(*a, 0.5)
+                    .total_cmp(&engine.expected_reward(*b, 0.5))
+            })
+            .unwrap();
+        assert_eq!(best, engine.capacity, "the simulator's best threshold");
+    }
+    let fixed = limits(2, 3, 12, 1);
+    for seed in [1u64, 7, 42, 2024] {
+        let mut b = Bandit::new(BanditConfig {
+            thresholds: thresholds.clone(),
+            min_observations: 20,
+            hour_bands: 2,
+            memory: 100_000,
+            seed,
+            ..BanditConfig::default()
+        })
+        .unwrap();
+        let mut rng = SimRng(seed ^ 0xdead_beef);
+        let mut late_choices = [0usize; 2];
+        let rounds = 3000;
+        for round in 0..rounds {
+            for (band, engine) in engines.iter().enumerate() {
+                let now = NOW - 8 * HOUR + band as i64 * 12 * HOUR + (round % 12) * HOUR;
+                let ctx = b.context(&idle(1).unwrap(), now);
+                assert_eq!(usize::from(ctx.hour_band), band);
+                let t = b.tune(ctx, &fixed);
+                // Exploring never touches the hard caps or the other limits.
+                assert_eq!(t.limits.max_maintenance_per_coordinator, 2);
+                assert_eq!(t.limits.max_maintenance_per_destination, 3);
+                assert_eq!(
+                    Limits {
+                        max_running_queries: fixed.max_running_queries,
+                        ..t.limits.clone()
+                    },
+                    fixed
+                );
+                assert!(t.limits.validate().is_ok());
+                if round >= 20 {
+                    assert_eq!(t.source, TuningSource::Learned);
+                }
+                let threshold = t.limits.max_running_queries;
+                if round >= rounds - 300 && threshold == engine.capacity {
+                    late_choices[band] += 1;
+                }
+                b.record(&t.arm, &engine.run(threshold, &mut rng));
+            }
+        }
+        for (band, engine) in engines.iter().enumerate() {
+            let ctx = Context {
+                hour_band: band as u8,
+                queue_level: 0,
+            };
+            assert_eq!(
+                b.recommend(ctx),
+                Some(engine.capacity),
+                "seed {seed}, capacity {}",
+                engine.capacity
+            );
+            assert!(
+                late_choices[band] >= 200,
+                "seed {seed}: best threshold drawn {} of the last 300 rounds",
+                late_choices[band]
+            );
+        }
+        let ctx = Context {
+            hour_band: 1,
+            queue_level: 0,
+        };
+        assert!(b.tune(ctx, &fixed).confidence > 0.5);
+    }
+}
+
+/// The governor with a bandit attached, driven by many workers against a simulated two-
+/// coordinator engine whose probe lags a minute behind: at every tick the maintenance really
+/// running stays under the hard caps, whatever the number of workers, and the bandit learns.
+#[test]
+fn governor_with_bandit_never_exceeds_caps() {
+    let fixed = limits(2, 3, 10, 1);
+    let capacity = 8u32;
+    let mut peak_by_workers = Vec::new();
+    for workers in [1usize, 4, 12, 40] {
+        let mut g = governor(fixed.clone());
+        let config = BanditConfig {
+            thresholds: vec![4, 8, 12, 16],
+            min_observations: 10,
+            hour_bands: 1,
+            seed: workers as u64,
+            ..BanditConfig::default()
+        };
+        g.attach_bandit("trino", Bandit::new(config).unwrap());
+        let mut rng = SimRng(99);
+        // (worker, slot, started tick, ticks to run, first asked tick)
+        let mut running: Vec<(usize, Slot, i64, i64, i64)> = Vec::new();
+        let mut waiting_since: Vec<Option<i64>> = vec![None; workers];
+        let mut busy = vec![false; workers];
+        let mut visible: BTreeMap<String, u32> = BTreeMap::new();
+        let mut peak = 0usize;
+        for tick in 0..400i64 {
+            let now = NOW + tick * MINUTE;
+            let background: BTreeMap<&str, u32> = ["c1", "c2"]
+                .into_iter()
+                .map(|c| (c, rng.below(17) as u32))
+                .collect();
+            // Finish steps whose time is up.
+            let mut still = Vec::new();
+            for (w, slot, started, ticks, asked) in running.drain(..) {
+                if tick - started >= ticks {
+                    let bg = background[slot.coordinator.as_str()];
+                    let overload = f64::from((bg + 1).saturating_sub(capacity));
+                    let outcome = Outcome {
+                        succeeded: !rng.chance(0.05 + overload / f64::from(capacity)),
+                        queue_delay_ms: (started - asked) * MINUTE,
+                        impact: 4.0 * overload / f64::from(capacity),
+                        duration_ms: ticks * MINUTE,
+                    };
+                    g.record(&slot, &outcome);
+                    g.release(&slot);
+                    busy[w] = false;
+                } else {
+                    still.push((w, slot, started, ticks, asked));
+                }
+            }
+            running = still;
+            // The probe shows what ran at the previous tick.
+            let probe = snapshot(
+                ["c1", "c2"]
+                    .iter()
+                    .map(|c| {
+                        let m = visible.get(*c).copied().unwrap_or(0);
+                        coordinator(c, background[c] + m, 0, m)
+                    })
+                    .collect(),
+                now,
+            );
+            for w in 0..workers {
+                if busy[w] {
+                    continue;
+                }
+                let asked = *waiting_since[w].get_or_insert(tick);
+                match g.decide(&TableState::default(), &probe, now) {
+                    Decision::Admit { slot } => {
+                        assert!(slot.arm.is_some());
+                        busy[w] = true;
+                        waiting_since[w] = None;
+                        running.push((w, slot, tick, 3 + rng.below(4) as i64, asked));
+                    }
+                    Decision::Defer { retry_after_ms, .. } => assert!(retry_after_ms > now),
+                    Decision::PastDeadline { .. } => unreachable!(),
+                }
+            }
+            let mut per: BTreeMap<String, u32> = BTreeMap::new();
+            for (_, slot, ..) in &running {
+                *per.entry(slot.coordinator.clone()).or_default() += 1;
+            }
+            assert!(running.len() <= 3, "{} rewrites at once", running.len());
+            assert!(per.values().all(|n| *n <= 2), "{per:?}");
+            assert_eq!(g.in_flight("trino") as usize, running.len());
+            peak = peak.max(running.len());
+            visible = per;
+        }
+        let b = g.bandit("trino").unwrap();
+        let ctx = Context {
+            hour_band: 0,
+            queue_level: 0,
+        };
+        assert!(
+            b.observations(ctx) >= 10,
+            "{workers} workers: the bandit got outcomes"
+        );
+        assert!(b.recommend(ctx).is_some());
+        peak_by_workers.push(peak);
+    }
+    // One worker runs one step at a time; more workers are bounded by the caps, not by their count.
+    assert_eq!(peak_by_workers[0], 1);
+    assert!(
+        peak_by_workers.iter().all(|p| *p <= 3),
+        "{peak_by_workers:?}"
+    );
+}
+
+#[test]
+fn bandit_state_survives_json() {
+    let mut b = Bandit::new(BanditConfig {
+        min_observations: 3,
+        hour_bands: 4,
+        queue_levels: vec![2],
+        ..BanditConfig::default()
+    })
+    .unwrap();
+    let engine = SimEngine { capacity: 10 };
+    let mut rng = SimRng(5);
+    let fixed = Limits::default();
+    for i in 0..200 {
+        let ctx = Context {
+            hour_band: (i % 4) as u8,
+            queue_level: (i % 2) as u8,
+        };
+        let t = b.tune(ctx, &fixed);
+        b.record(&t.arm, &engine.run(t.limits.max_running_queries, &mut rng));
+    }
+    let json = serde_json::to_string(&b).unwrap();
+    let mut thawed: Bandit = serde_json::from_str(&json).unwrap();
+    assert_eq!(thawed, b);
+    assert_eq!(serde_json::to_string(&thawed).unwrap(), json);
+    // Same state, same future.
+    for i in 0..50 {
+        let ctx = Context {
+            hour_band: (i % 4) as u8,
+            queue_level: 0,
+        };
+        let (x, y) = (b.tune(ctx, &fixed), thawed.tune(ctx, &fixed));
+        assert_eq!(x, y);
+        let o = engine.run(x.limits.max_running_queries, &mut rng);
+        b.record(&x.arm, &o);
+        thawed.record(&y.arm, &o);
+    }
+    assert_eq!(thawed, b);
+
+    // A governor with a bandit round-trips too.
+    let mut g = governor(Limits::default());
+    g.attach_bandit("trino", b);
+    let _ = g.decide(&TableState::default(), &idle(2), NOW);
+    let thawed: Governor = serde_json::from_str(&serde_json::to_string(&g).unwrap()).unwrap();
+    assert_eq!(thawed, g);
+}
+
+/// With memory, a bandit follows an engine whose capacity changes.
+#[test]
+fn bandit_follows_a_changed_engine() {
+    let mut b = Bandit::new(BanditConfig {
+        thresholds: vec![4, 8, 16, 24],
+        min_observations: 10,
+        hour_bands: 1,
+        memory: 200,
+        seed: 3,
+        ..BanditConfig::default()
+    })
+    .unwrap();
+    let ctx = Context {
+        hour_band: 0,
+        queue_level: 0,
+    };
+    let fixed = Limits::default();
+    let mut rng = SimRng(11);
+    for engine in [SimEngine { capacity: 16 }, SimEngine { capacity: 8 }] {
+        for _ in 0..3000 {
+            let t = b.tune(ctx, &fixed);
+            b.record(&t.arm, &engine.run(t.limits.max_running_queries, &mut rng));
+        }
+        assert_eq!(b.recommend(ctx), Some(engine.capacity));
+    }
 }
