@@ -116,6 +116,22 @@ pub enum Error {
         reason: String,
     },
 
+    /// An engine Cryo submitted work to (Trino, Spark) failed or could not be reached.
+    #[error("{engine}{}: {message}", code.as_deref().map(|c| format!(" {c}")).unwrap_or_default())]
+    Engine {
+        /// Engine kind and where (`trino http://coordinator:8080`, `spark <app id>`; never with
+        /// credentials).
+        engine: String,
+        /// The engine's query id, when it got that far.
+        query_id: Option<String>,
+        /// The engine's error name (`ICEBERG_COMMIT_ERROR`, …).
+        code: Option<String>,
+        /// What happened.
+        message: String,
+        /// Whether submitting again may succeed.
+        retryable: bool,
+    },
+
     /// A bug in Cryo.
     #[error("internal error: {0} (this is a bug in Cryo; please report it)")]
     Internal(String),
@@ -125,7 +141,9 @@ impl Error {
     /// Whether trying the same call again may succeed (transient I/O, catalog throttling).
     pub fn is_retryable(&self) -> bool {
         match self {
-            Error::Catalog { retryable, .. } | Error::Storage { retryable, .. } => *retryable,
+            Error::Catalog { retryable, .. }
+            | Error::Storage { retryable, .. }
+            | Error::Engine { retryable, .. } => *retryable,
             Error::CommitConflict { .. } => true,
             _ => false,
         }
@@ -144,6 +162,7 @@ impl Error {
             Error::Render { .. } => "render",
             Error::CommitConflict { .. } => "commit_conflict",
             Error::Refused { .. } => "refused",
+            Error::Engine { .. } => "engine",
             Error::Internal(_) => "internal",
         }
     }

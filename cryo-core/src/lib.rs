@@ -16,6 +16,8 @@
 //! - [`compact`]: the native compaction engine: file groups planned from metadata, rewritten
 //!   with deletes applied (bin-pack, sort, z-order).
 //! - [`commit`]: Cryo's writers, snapshot producer and per-catalog compare-and-swap.
+//! - [`govern`]: admission by live engine load (the governor), per-table locks.
+//! - [`exec`]: the fleet run loop: native, Trino (HTTP protocol) or Spark destinations.
 //! - [`demo`]: a small local lake of decayed tables, for examples, tests and benchmarks.
 //!
 //! Pure stages (grade, plan, render) take values and return values; time comes in as an
@@ -32,6 +34,7 @@ pub mod catalog;
 pub mod commit;
 pub mod compact;
 pub mod error;
+pub mod exec;
 pub mod govern;
 pub mod grade;
 pub mod io;

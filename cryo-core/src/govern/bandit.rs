@@ -354,6 +354,11 @@ impl Bandit {
             .map_or(0, |c| c.observations)
     }
 
+    /// Outcomes recorded in every context.
+    pub fn total_observations(&self) -> u64 {
+        self.contexts.iter().map(|c| c.observations).sum()
+    }
+
     fn context_index(&mut self, context: Context) -> usize {
         match self.contexts.binary_search_by(|c| c.context.cmp(&context)) {
             Ok(i) => {

@@ -645,3 +645,13 @@ fn fmt_instant(ms: i64) -> String {
         |t| t.format("%Y-%m-%d %H:%M:%S UTC").to_string(),
     )
 }
+
+impl Default for Governor {
+    /// A governor with [`Limits::default`] for every destination.
+    fn default() -> Self {
+        Self {
+            defaults: Limits::default(),
+            destinations: BTreeMap::new(),
+        }
+    }
+}

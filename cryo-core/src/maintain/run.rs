@@ -252,7 +252,7 @@ impl<'a> MaintenanceRun<'a> {
         Ok(())
     }
 
-    fn receipt(
+    pub(crate) fn receipt(
         &self,
         table: &TableId,
         operation: Option<Operation>,
@@ -274,19 +274,7 @@ impl<'a> MaintenanceRun<'a> {
     async fn run_table(&self, table: &TablePlan) -> Vec<Receipt> {
         let mut out = Vec::new();
         let id = &table.table;
-        for s in &table.skipped {
-            // The planner skips a step for a cooldown or outside the window (it will run
-            // later: deferred) or because it is not needed or not possible (skipped).
-            let status = if s.reason.starts_with("cooldown") || s.reason.starts_with("outside") {
-                ReceiptStatus::Deferred
-            } else {
-                ReceiptStatus::Skipped
-            };
-            out.push(
-                self.receipt(id, Some(s.operation), status)
-                    .with_reason(s.reason.clone()),
-            );
-        }
+        out.extend(self.planner_skips(table));
         if table.steps.is_empty() {
             return out;
         }
@@ -309,42 +297,67 @@ impl<'a> MaintenanceRun<'a> {
                 );
                 continue;
             }
-            let started = Instant::now();
-            let at = self.clock.now_ms();
-            let result = self.run_step(id, step).await;
-            let mut r = self.receipt(id, Some(step.operation), ReceiptStatus::Failed);
-            r.at_ms = at;
-            r.duration_ms = Some(started.elapsed().as_millis() as u64);
-            match result {
-                Ok(s) => {
-                    r.status = s.status;
-                    r.reason = s.reason;
-                    r.before = Some(s.before);
-                    r.after = Some(s.after);
-                    r.snapshot_before = s.snapshot_before;
-                    r.snapshots_after = s.snapshots_after;
-                    r.details = s.details;
-                    if s.status == ReceiptStatus::Failed {
-                        failed = Some(step.operation);
-                    }
-                }
-                Err(e) => {
-                    tracing::warn!(table = %id, operation = %step.operation, error = %e, "maintenance step failed");
-                    r.reason = Some(e.to_string());
-                    r.details
-                        .insert("error_code".into(), serde_json::Value::from(e.code()));
-                    failed = Some(step.operation);
-                }
-            }
-            if !step.because.is_empty() {
-                r.details.insert(
-                    "because".into(),
-                    serde_json::Value::from(step.because.clone()),
-                );
+            let r = self.step_receipt(id, step).await;
+            if r.status == ReceiptStatus::Failed {
+                failed = Some(step.operation);
             }
             out.push(r);
         }
         out
+    }
+
+    /// Receipts for the steps the planner left out: deferred (a cooldown or outside the window:
+    /// it will run later) or skipped (not needed or not possible).
+    pub(crate) fn planner_skips(&self, table: &TablePlan) -> Vec<Receipt> {
+        table
+            .skipped
+            .iter()
+            .map(|s| {
+                let status = if s.reason.starts_with("cooldown") || s.reason.starts_with("outside")
+                {
+                    ReceiptStatus::Deferred
+                } else {
+                    ReceiptStatus::Skipped
+                };
+                self.receipt(&table.table, Some(s.operation), status)
+                    .with_reason(s.reason.clone())
+            })
+            .collect()
+    }
+
+    /// Run one planned step on the native engine and turn what happened into its receipt (a
+    /// failure is a `Failed` receipt, never an error).
+    pub(crate) async fn step_receipt(&self, id: &TableId, step: &PlannedStep) -> Receipt {
+        let started = Instant::now();
+        let at = self.clock.now_ms();
+        let result = self.run_step(id, step).await;
+        let mut r = self.receipt(id, Some(step.operation), ReceiptStatus::Failed);
+        r.at_ms = at;
+        r.duration_ms = Some(started.elapsed().as_millis() as u64);
+        match result {
+            Ok(s) => {
+                r.status = s.status;
+                r.reason = s.reason;
+                r.before = Some(s.before);
+                r.after = Some(s.after);
+                r.snapshot_before = s.snapshot_before;
+                r.snapshots_after = s.snapshots_after;
+                r.details = s.details;
+            }
+            Err(e) => {
+                tracing::warn!(table = %id, operation = %step.operation, error = %e, "maintenance step failed");
+                r.reason = Some(e.to_string());
+                r.details
+                    .insert("error_code".into(), serde_json::Value::from(e.code()));
+            }
+        }
+        if !step.because.is_empty() {
+            r.details.insert(
+                "because".into(),
+                serde_json::Value::from(step.because.clone()),
+            );
+        }
+        r
     }
 
     /// Whether the table may run now: the deadline, the window, its lock, and that it is still
@@ -412,30 +425,37 @@ impl<'a> MaintenanceRun<'a> {
                 }
             }
         };
+        if let Some(r) = self.same_table(table).await {
+            out.push(r);
+            return Err(out);
+        }
+        Ok(guard)
+    }
+
+    /// `None` when the table is still the one the plan was made for; else the receipt saying why
+    /// it must not run (replaced since planning, or cannot be loaded).
+    pub(crate) async fn same_table(&self, table: &TablePlan) -> Option<Receipt> {
+        let id = &table.table;
         match self.catalog.load_table(id).await {
             Ok(loaded) => {
                 let uuid = loaded.metadata.uuid().to_string();
                 if !table.table_uuid.is_empty() && uuid != table.table_uuid {
-                    out.push(
+                    return Some(
                         self.receipt(id, None, ReceiptStatus::Skipped)
                             .with_reason(format!(
                                 "the table was replaced since planning (uuid {} in the plan, {uuid} now): plan again",
                                 table.table_uuid
                             )),
                     );
-                    return Err(out);
                 }
+                None
             }
-            Err(e) => {
-                out.push(
-                    self.receipt(id, None, ReceiptStatus::Failed)
-                        .with_reason(e.to_string())
-                        .with_detail("error_code", e.code()),
-                );
-                return Err(out);
-            }
+            Err(e) => Some(
+                self.receipt(id, None, ReceiptStatus::Failed)
+                    .with_reason(e.to_string())
+                    .with_detail("error_code", e.code()),
+            ),
         }
-        Ok(guard)
     }
 
     /// Run one planned step on the native engine.

@@ -11,6 +11,8 @@ mod compact_bench;
 mod compact_run;
 mod demo_lake;
 mod expire;
+mod fleet;
+mod fleet_trino;
 mod golden;
 mod maintain_manifests;
 mod maintain_position_deletes;
