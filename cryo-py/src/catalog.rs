@@ -10,6 +10,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use cryo_core::clock::SystemClock;
 use cryo_core::compact::{CompactOptions, Compaction, RunOptions};
+use cryo_core::exec::{FleetOptions, FleetRun, SqlEngine};
 use cryo_core::govern::LocalLocks;
 use cryo_core::grade::{GradeOptions, grade};
 use cryo_core::maintain::{
@@ -30,9 +31,10 @@ use pyo3::types::PyDict;
 
 use crate::arrow::ArrowResult;
 use crate::convert::{options, options_pair};
+use crate::engines::{Engine, PyGovernor};
 use crate::errors::check;
 use crate::models::{
-    CompactionOutcome, ExpireOutcome, FleetScan, MissingFilesOutcome, Plan,
+    CompactionOutcome, ExpireOutcome, FleetOutcome, FleetScan, MissingFilesOutcome, Plan,
     RemoveOrphanFilesOutcome, RewriteManifestsOutcome, RewritePositionDeletesOutcome, RunOutcome,
     TableScan,
 };
@@ -380,6 +382,54 @@ impl Catalog {
             run.execute().await
         })?;
         Ok(RunOutcome {
+            inner: Arc::new(outcome),
+        })
+    }
+
+    /// Run a plan over destinations (`native`, and the given engines), each step when the
+    /// governor admits it; receipts for every decision.
+    #[allow(clippy::too_many_arguments)]
+    #[pyo3(signature = (plan, destinations, governor = None, lock_dir = None, receipt_log = None, options = None, progress = None))]
+    fn run_fleet(
+        &self,
+        py: Python<'_>,
+        plan: &Plan,
+        destinations: BTreeMap<String, Py<Engine>>,
+        governor: Option<&PyGovernor>,
+        lock_dir: Option<PathBuf>,
+        receipt_log: Option<PathBuf>,
+        options: Option<&Bound<'_, PyDict>>,
+        progress: Option<Py<PyAny>>,
+    ) -> PyResult<FleetOutcome> {
+        let opts: FleetOptions = self::options("fleet options", options)?;
+        let cat = self.core(py)?;
+        let plan = Arc::clone(&plan.inner);
+        let engines: Vec<(String, Arc<dyn SqlEngine>)> = destinations
+            .into_iter()
+            .map(|(name, e)| (name, Arc::clone(&e.get().inner)))
+            .collect();
+        let governor = governor.map(|g| Arc::clone(&g.inner));
+        let progress = sink(progress);
+        let outcome = wait(py, move || async move {
+            let mut run = FleetRun::new(&cat, &plan).with_options(opts);
+            for (name, engine) in engines {
+                run = run.with_engine(name, engine);
+            }
+            if let Some(g) = governor {
+                run = run.with_governor(g);
+            }
+            if let Some(p) = progress {
+                run = run.with_progress(p);
+            }
+            if let Some(dir) = lock_dir {
+                run = run.with_locks(Arc::new(LocalLocks::new(dir)));
+            }
+            if let Some(path) = receipt_log {
+                run = run.with_receipt_log(JsonLinesLog::new(path));
+            }
+            run.execute().await
+        })?;
+        Ok(FleetOutcome {
             inner: Arc::new(outcome),
         })
     }

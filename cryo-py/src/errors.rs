@@ -77,6 +77,12 @@ pyo3::create_exception!(
 );
 pyo3::create_exception!(
     cryo,
+    EngineError,
+    CryoError,
+    "An engine Cryo submitted work to (Trino, Spark) failed or could not be reached."
+);
+pyo3::create_exception!(
+    cryo,
     InternalError,
     CryoError,
     "A bug in Cryo; please report it."
@@ -96,6 +102,7 @@ pub(crate) fn to_py(py: Python<'_>, err: &cryo_core::Error) -> PyErr {
         "render" => RenderError::new_err(message),
         "commit_conflict" => CommitConflictError::new_err(message),
         "refused" => RefusedError::new_err(message),
+        "engine" => EngineError::new_err(message),
         "internal" => InternalError::new_err(message),
         _ => CryoError::new_err(message),
     };
@@ -138,6 +145,7 @@ pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("UnsupportedError", py.get_type::<UnsupportedError>())?;
     m.add("RenderError", py.get_type::<RenderError>())?;
     m.add("CommitConflictError", py.get_type::<CommitConflictError>())?;
+    m.add("EngineError", py.get_type::<EngineError>())?;
     m.add("RefusedError", py.get_type::<RefusedError>())?;
     m.add("InternalError", py.get_type::<InternalError>())?;
     Ok(())

@@ -9,6 +9,7 @@
 mod arrow;
 mod catalog;
 mod convert;
+mod engines;
 mod errors;
 mod logging;
 mod models;
@@ -154,6 +155,11 @@ fn _cryo(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<models::RemoveOrphanFilesOutcome>()?;
     m.add_class::<models::MissingFilesOutcome>()?;
     m.add_class::<models::RunOutcome>()?;
+    m.add_class::<models::FleetOutcome>()?;
+    m.add_class::<engines::Engine>()?;
+    m.add_class::<engines::PyGovernor>()?;
+    m.add_function(wrap_pyfunction!(engines::trino_engine, m)?)?;
+    m.add_function(wrap_pyfunction!(engines::python_engine, m)?)?;
     m.add_function(wrap_pyfunction!(grade, m)?)?;
     m.add_function(wrap_pyfunction!(demo_lake, m)?)?;
     m.add_function(wrap_pyfunction!(read_receipts, m)?)?;

@@ -876,3 +876,74 @@ impl RunOutcome {
         )
     }
 }
+
+/// What a fleet run did: receipts for every decision and a report per table.
+#[pyclass(frozen, module = "cryo._cryo", name = "FleetOutcome")]
+pub struct FleetOutcome {
+    pub(crate) inner: Arc<cryo_core::exec::FleetOutcome>,
+}
+
+#[pymethods]
+impl FleetOutcome {
+    /// Fingerprint of the plan that ran.
+    #[getter]
+    fn plan_fingerprint(&self) -> &str {
+        &self.inner.plan_fingerprint
+    }
+    /// True when nothing was changed.
+    #[getter]
+    fn dry_run(&self) -> bool {
+        self.inner.dry_run
+    }
+    /// Wall time.
+    #[getter]
+    fn duration_ms(&self) -> u64 {
+        self.inner.duration_ms
+    }
+    /// Receipts by status: `admitted`, `succeeded`, `deferred`, `failed`, ….
+    #[getter]
+    fn counts(&self) -> std::collections::BTreeMap<&'static str, usize> {
+        let mut counts = std::collections::BTreeMap::new();
+        for r in &self.inner.receipts {
+            *counts.entry(r.status.as_str()).or_insert(0) += 1;
+        }
+        counts
+    }
+    /// Per table: destination, status (`done`, `failed`, `deferred`, `skipped`) and step counts.
+    fn tables<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        to_python(py, &self.inner.tables)
+    }
+    /// The receipts, as Arrow (`pyarrow.table(outcome.receipts())`).
+    fn receipts(&self, py: Python<'_>) -> PyResult<ArrowResult> {
+        let receipts = self.inner.receipts.as_slice();
+        let batch = blocking(py, || receipt::receipts_batch(receipts))?;
+        Ok(ArrowResult::new("receipts", batch))
+    }
+    /// Everything cryo-core reports, as plain Python values.
+    fn to_dict<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        to_python(py, self.inner.as_ref())
+    }
+    /// Notebook view: counts by status and the receipts, coloured by status.
+    fn _repr_html_(slf: &Bound<'_, Self>) -> PyResult<String> {
+        html(slf.as_any(), "run_outcome")
+    }
+    fn __repr__(&self) -> String {
+        let done = self
+            .inner
+            .tables
+            .iter()
+            .filter(|t| t.status == cryo_core::exec::TableStatus::Done)
+            .count();
+        format!(
+            "FleetOutcome({}{} tables: {done} done; {} receipts: {} admitted, {} succeeded, {} dry run, {} deferred, {} failed)",
+            if self.inner.dry_run { "dry run, " } else { "" },
+            self.inner.tables.len(),
+            self.inner.receipts.len(),
+            self.inner.count(ReceiptStatus::Admitted),
+            self.inner.count(ReceiptStatus::Succeeded),
+            self.inner.count(ReceiptStatus::DryRun),
+            self.inner.count(ReceiptStatus::Deferred),
+            self.inner.count(ReceiptStatus::Failed),
+        )
+    }
+}

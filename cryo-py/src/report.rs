@@ -3,7 +3,7 @@
 use cryo_core::report;
 use pyo3::prelude::*;
 
-use crate::models::{FleetScan, HealthReport, Plan, RunOutcome, TableScan};
+use crate::models::{FleetOutcome, FleetScan, HealthReport, Plan, RunOutcome, TableScan};
 
 /// One line per table: grade, score, size, files, snapshots, deletes, monthly cost.
 #[pyfunction]
@@ -32,10 +32,14 @@ pub(crate) fn plan_text(plan: &Plan) -> String {
     report::plan_text(&plan.inner)
 }
 
-/// One line per receipt of a run.
+/// One line per receipt of a run (a native run or a fleet run).
 #[pyfunction]
-pub(crate) fn receipts_text(outcome: &RunOutcome) -> String {
-    report::receipts_text(&outcome.inner.receipts)
+pub(crate) fn receipts_text(outcome: &Bound<'_, PyAny>) -> PyResult<String> {
+    if let Ok(run) = outcome.cast::<RunOutcome>() {
+        return Ok(report::receipts_text(&run.get().inner.receipts));
+    }
+    let fleet = outcome.cast::<FleetOutcome>()?;
+    Ok(report::receipts_text(&fleet.get().inner.receipts))
 }
 
 /// The tables and namespaces a fleet scan could not read, one per line.

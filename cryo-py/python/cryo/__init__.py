@@ -39,17 +39,20 @@ import logging as _logging
 import os
 from typing import Any, Union
 
-from . import _cryo, report
+from . import _cryo, engines, report
 from ._catalog import Catalog, Instant
 from ._fleet import FleetGrades, grade_fleet
 from ._progress import ProgressArg, ProgressEvent, TqdmProgress
 from ._cryo import (
     ArrowResult,
     CompactionOutcome,
+    Engine,
     ExpireOutcome,
     Finding,
+    FleetOutcome,
     FleetScan,
     Footprint,
+    Governor,
     HealthReport,
     MissingFilesOutcome,
     Plan,
@@ -65,6 +68,7 @@ from .errors import (
     CommitConflictError,
     ConfigError,
     CryoError,
+    EngineError,
     InternalError,
     MetadataError,
     NotFoundError,
@@ -153,11 +157,15 @@ __all__ = [
     "ConfigError",
     "CryoError",
     "DemoLake",
+    "Engine",
+    "EngineError",
     "ExpireOutcome",
     "Finding",
     "FleetGrades",
+    "FleetOutcome",
     "FleetScan",
     "Footprint",
+    "Governor",
     "HealthReport",
     "Instant",
     "InternalError",
@@ -180,6 +188,7 @@ __all__ = [
     "ValidationError",
     "__version__",
     "demo_lake",
+    "engines",
     "grade",
     "grade_fleet",
     "read_receipts",

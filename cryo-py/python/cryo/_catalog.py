@@ -21,6 +21,7 @@ from ._cryo import (
     RunOutcome,
     TableScan,
 )
+from ._cryo import Engine, FleetOutcome, Governor
 
 #: A point in time: an aware ``datetime``, an age (``timedelta`` before now) or epoch milliseconds.
 Instant = Union[_dt.datetime, _dt.timedelta, int]
@@ -264,6 +265,55 @@ class Catalog:
             return self._native.run(
                 plan, _path(lock_dir), _path(receipt_log), _options(dry_run=dry_run, **options), callback
             )
+        finally:
+            close()
+
+    def run_fleet(
+        self,
+        plan: Plan,
+        destinations: Optional[Mapping[str, Any]] = None,
+        *,
+        default_destination: Optional[str] = None,
+        routes: Optional[Mapping[str, str]] = None,
+        governor: Optional[Governor] = None,
+        dry_run: Optional[bool] = None,
+        deadline: Optional[Instant] = None,
+        lock_dir: Optional[Union[str, os.PathLike[str]]] = None,
+        receipt_log: Optional[Union[str, os.PathLike[str]]] = None,
+        progress: ProgressArg = None,
+        **options: Any,
+    ) -> FleetOutcome:
+        """Run a plan over destinations, each step only when the governor admits it.
+
+        ``destinations`` maps names to engines: :func:`cryo.engines.trino` results, or
+        :class:`cryo.engines.SparkEngine` (a ``SparkSession`` you hand in); ``native`` (Cryo's own
+        engine) is always there. Tables go to ``default_destination`` (``native`` by default) unless
+        ``routes`` (``{"ns.table": "trino"}``) or ``large_table_bytes``/``large_table_destination``
+        say otherwise. ``governor``: a :class:`cryo.Governor` (limits per destination, learned
+        thresholds); a default one otherwise. A dry run unless ``dry_run=False``: a dry run asks the
+        governor once per table and shows each step's statements without running them.
+        Deferred steps are tried again when their ``retry_after`` passes; at ``deadline`` what has
+        not started is deferred. Receipts for every decision (``receipt_log``: JSON lines).
+        """
+        engines = {}
+        for name, dest in (destinations or {}).items():
+            engine = dest.as_engine() if hasattr(dest, "as_engine") else dest
+            if not isinstance(engine, Engine):
+                raise TypeError(f"destination {name!r} must be a cryo Engine or SparkEngine, not {type(dest).__name__}")
+            engines[name] = engine
+        opts = _options(
+            dry_run=dry_run,
+            default_destination=default_destination,
+            routes=dict(routes) if routes is not None else None,
+            deadline_ms=_epoch_ms(deadline, "deadline") if not isinstance(deadline, _dt.timedelta) else None,
+            **options,
+        )
+        if isinstance(deadline, _dt.timedelta):
+            # A duration from now, not an age.
+            opts["deadline_ms"] = int((_dt.datetime.now(_dt.timezone.utc) + deadline).timestamp() * 1000)
+        callback, close = _progress.resolve(progress, "fleet")
+        try:
+            return self._native.run_fleet(plan, engines, governor, _path(lock_dir), _path(receipt_log), opts, callback)
         finally:
             close()
 

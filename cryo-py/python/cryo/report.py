@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Iterable, Union
 
 from . import _cryo
-from ._cryo import FleetScan, HealthReport, Plan, RunOutcome, TableScan
+from ._cryo import FleetOutcome, FleetScan, HealthReport, Plan, RunOutcome, TableScan
 
 
 def fleet_table(scans: Union[FleetScan, Iterable[TableScan]], reports: Iterable[HealthReport]) -> str:
@@ -27,8 +27,8 @@ def plan_text(plan: Plan) -> str:
     return _cryo.plan_text(plan)
 
 
-def receipts_text(outcome: RunOutcome) -> str:
-    """One line per receipt of a run: table, operation, status, files and bytes before -> after."""
+def receipts_text(outcome: Union[RunOutcome, FleetOutcome]) -> str:
+    """One line per receipt of a run (native or fleet): table, operation, status, files and bytes before -> after."""
     return _cryo.receipts_text(outcome)
 
 
