@@ -30,7 +30,8 @@ use crate::error::{Error, Result};
 /// The Parquet footer's `created_by`, in the `<app> version <v> (build <b>)` form parquet-mr
 /// parses: a string it cannot parse makes Spark and other parquet-mr readers ignore the binary
 /// column statistics of the file (PARQUET-251's guard), which costs them row-group pruning.
-pub(crate) const CREATED_BY: &str = concat!("cryo version ", env!("CARGO_PKG_VERSION"), " (build cryo)");
+pub(crate) const CREATED_BY: &str =
+    concat!("cryo version ", env!("CARGO_PKG_VERSION"), " (build cryo)");
 
 /// Field id of `file_path` in position delete files (Iceberg spec, reserved).
 pub const POS_DELETE_FILE_PATH_FIELD_ID: i32 = 2_147_483_546;
