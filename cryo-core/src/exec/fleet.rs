@@ -352,8 +352,15 @@ impl<'a> FleetRun<'a> {
             if running.is_empty() && works.iter().all(|w| w.done) {
                 break;
             }
-            // Wait for a step to finish or the next deferred table to become due.
+            // A table whose step was skipped without admission can go on at once.
             let now = self.clock.now_ms();
+            if works
+                .iter()
+                .any(|w| !w.done && !w.running && w.not_before_ms <= now)
+            {
+                continue;
+            }
+            // Wait for a step to finish or the next deferred table to become due.
             let wake = works
                 .iter()
                 .filter(|w| !w.done && !w.running)
@@ -601,6 +608,39 @@ impl<'a> FleetRun<'a> {
                 return None;
             }
             w.verified = true;
+        }
+        // A step the destination's dialect rendered no statement for needs no admission.
+        if let Some(r) = &w.rendered
+            && !r
+                .steps
+                .iter()
+                .any(|s| s.operation == step.operation && !s.statements.is_empty())
+        {
+            let reasons: Vec<String> = r
+                .skipped
+                .iter()
+                .filter(|s| s.operation == step.operation)
+                .map(|s| s.reason.clone())
+                .collect();
+            let reason = if reasons.is_empty() {
+                format!("{} rendered no statement for it", dest.kind())
+            } else {
+                reasons.join("; ")
+            };
+            out.push(
+                on(
+                    native.receipt(id, Some(step.operation), ReceiptStatus::Skipped),
+                    dest,
+                )
+                .with_reason(reason)
+                .with_detail("destination", w.destination.clone()),
+            );
+            w.next += 1;
+            if w.next >= w.steps.len() {
+                w.done = true;
+                w.guard = None;
+            }
+            return None;
         }
         let state = TableState {
             window: self.options.window,
