@@ -917,12 +917,16 @@ mod tests {
         // Port 9 (discard) on loopback: nothing listens there on these machines.
         let c = TrinoClient::new(TrinoConfig {
             url: "http://127.0.0.1:9".into(),
-            max_retries: 1,
-            retry_backoff_ms: 1,
+            max_retries: 3,
+            retry_backoff_ms: 40,
             ..TrinoConfig::default()
         })
         .unwrap();
+        let started = Instant::now();
         let err = c.execute("SELECT 1").await.unwrap_err();
+        // A statement the server never accepted is submitted again, with doubling backoff:
+        // 40 + 80 + 160 ms before giving up.
+        assert!(started.elapsed() >= Duration::from_millis(280), "{:?}", started.elapsed());
         assert!(
             matches!(
                 err,
