@@ -30,6 +30,7 @@ PIP_SPECS=(
   'mypy==2.4.1'                 # mypy.stubtest checks cryo-py's .pyi stubs
   'nbclient==0.11.0' 'nbformat==5.11.1' 'ipykernel==7.4.0'   # run examples/notebook.ipynb in the tests
   'tqdm==4.67.1'                # the cryo package's optional progress bars (tests/py/test_python_cli.py)
+  'trino==0.340.0'              # Trino's DB-API client: tests/py/test_trino_peer.py against the real server
 )
 # Airflow and Dagster pin dependencies the peers above conflict with: they get their own venv.
 # Every version is pinned by scripts/orchestrators-constraints.txt (Airflow's constraints file
@@ -37,14 +38,27 @@ PIP_SPECS=(
 OV="$D/venv-orchestrators"
 ORCH_SPECS=('apache-airflow==3.3.2' 'dagster==1.13.29' 'pyarrow==26.0.1' 'duckdb==1.5.5' 'pytest==9.2.0')
 ORCH_CONSTRAINTS="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/orchestrators-constraints.txt"
+# Trino: a single-node server assembled from Maven Central (scripts/README.md, "Trino"). The last
+# server tarball there is 476, whose expire_snapshots has no retain_last (the goldens render for 480);
+# io.trino:trino-main and io.trino:trino-iceberg are published for every release, so the server is
+# built from them (the ~2 KB main class of upstream's unpublished trino-server-main is compiled from
+# scripts/trino/TrinoServer.java). CRYO_PEERS_TRINO=0 skips it.
+TRINO_VERSION=483
+TRINO_JAVA_HOME=${CRYO_TRINO_JAVA_HOME:-/usr/lib/jvm/temurin-25-jdk-amd64}   # Trino 483 needs Java 25
+# sha256 of $TRINO_HOME/MANIFEST.sha256 (every resolved jar: path and sha256). Maven's own check
+# (-C: every artifact against Central's .sha1) runs first; this pins the resolved set as a whole.
+TRINO_MANIFEST_SHA256=258c584350b28154cf49dea2eb9580575001dfcf67158cbdffefdbec62f61440
+TRINO_MAIN_SRC="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/trino/TrinoServer.java"
+WANT_TRINO=${CRYO_PEERS_TRINO:-1}
 # Anything that changes what gets installed must change this key (it invalidates the stamp).
-STAMP_KEY="v3 route=$ROUTE iceberg=$ICEBERG_VERSION sqlite-jdbc=$SQLITE_JDBC_VERSION aws=$AWS_BUNDLE_VERSION pip=${PIP_SPECS[*]} orch=${ORCH_SPECS[*]} $(md5sum <"$ORCH_CONSTRAINTS" | cut -c1-12)"
+STAMP_KEY="v4 trino=$WANT_TRINO:$TRINO_VERSION:$TRINO_MANIFEST_SHA256:$(md5sum <"$TRINO_MAIN_SRC" | cut -c1-12) route=$ROUTE iceberg=$ICEBERG_VERSION sqlite-jdbc=$SQLITE_JDBC_VERSION aws=$AWS_BUNDLE_VERSION pip=${PIP_SPECS[*]} orch=${ORCH_SPECS[*]} $(md5sum <"$ORCH_CONSTRAINTS" | cut -c1-12)"
 STAMP="$D/.installed"
 
 if [ -z "${CRYO_PEERS_FORCE:-}" ] && [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$STAMP_KEY" ] \
    && [ -x "$V/bin/python" ] && [ -x "$OV/bin/python" ] && [ -f "$D/peers.env" ]; then
   # shellcheck disable=SC1091
   ( . "$D/peers.env"; IFS=,; for j in $SPARK_JARS; do [ -f "$j" ] || exit 1; done ) \
+    && ( . "$D/peers.env"; [ -z "${TRINO_HOME:-}" ] || [ -f "${TRINO_HOME:-}/main/cryo-trino-server-main.jar" ] ) \
     && { echo "cryo peers: up to date in $D (source $D/peers.env)"; exit 0; }
 fi
 
@@ -144,9 +158,94 @@ fi
 
 ( IFS=,; for j in $SPARK_JARS; do [ -s "$j" ] || { echo "missing Spark jar: $j" >&2; exit 1; }; done )
 
+# --- Trino (single node, Iceberg connector only) --------------------------------------------
+# $D/trino/<version>/lib: io.trino:trino-main and its runtime dependencies (the server's class path);
+# plugin/iceberg: io.trino:trino-iceberg's, minus what the server provides to plugins (SPI, slice,
+# jackson-annotations, OpenTelemetry API: upstream's plugin packaging leaves them out too), plus
+# org.xerial:sqlite-jdbc (the Iceberg JDBC catalog on the same sqlite file PyIceberg and Cryo use).
+# No other plugin: ~490 MB, where the 476 tarball unpacks to ~870 MB. services.sh writes etc/ and runs it.
+TRINO_HOME=""
+trino_jars() {  # lib/ and plugin/iceberg/, verified against the pinned manifest
+  local T="$D/trino/$TRINO_VERSION" tmp="$D/trino/$TRINO_VERSION.tmp"
+  if [ -f "$T/MANIFEST.sha256" ] && [ "$(sha256sum <"$T/MANIFEST.sha256" | cut -d' ' -f1)" = "$TRINO_MANIFEST_SHA256" ]; then
+    log "trino $TRINO_VERSION: jars already in $T"; return 0
+  fi
+  command -v mvn >/dev/null 2>&1 || { log "installing maven"; apt_install maven; }
+  rm -rf "$tmp"; mkdir -p "$tmp"
+  local what deps
+  for what in lib plugin; do
+    mkdir -p "$tmp/pom-$what"
+    if [ $what = lib ]; then
+      deps="<dependency><groupId>io.trino</groupId><artifactId>trino-main</artifactId><version>$TRINO_VERSION</version></dependency>"
+    else
+      deps="<dependency><groupId>io.trino</groupId><artifactId>trino-iceberg</artifactId><version>$TRINO_VERSION</version></dependency>
+    <dependency><groupId>org.xerial</groupId><artifactId>sqlite-jdbc</artifactId><version>$SQLITE_JDBC_VERSION</version></dependency>"
+    fi
+    cat >"$tmp/pom-$what/pom.xml" <<POMEOF
+<project xmlns="http://maven.apache.org/POM/4.0.0">
+  <modelVersion>4.0.0</modelVersion>
+  <groupId>cryo.peers</groupId><artifactId>trino-$what</artifactId><version>1</version><packaging>pom</packaging>
+  <dependencies>
+    $deps
+  </dependencies>
+</project>
+POMEOF
+  done
+  # Two resolutions in parallel (each ~2 min, mostly round trips for POMs), each in its own local repo;
+  # -C: every artifact must match Central's checksum.
+  log "trino $TRINO_VERSION: resolving trino-main and trino-iceberg from Maven Central"
+  local out=("$tmp/lib" "$tmp/plugin/iceberg") pids=() i=0
+  for what in lib plugin; do
+    JAVA_HOME=$JAVA_HOME_DETECTED mvn -B -C -Dstyle.color=never -Dmaven.repo.local="$tmp/m2-$what" -f "$tmp/pom-$what/pom.xml" \
+      org.apache.maven.plugins:maven-dependency-plugin:3.6.1:copy-dependencies -DincludeScope=runtime \
+      -Dmdep.prependGroupId=true -DoutputDirectory="${out[$i]}" >"$tmp/mvn-$what.log" 2>&1 &
+    pids+=($!); i=$((i + 1))
+  done
+  local failed=0
+  for i in 0 1; do wait "${pids[$i]}" || failed=1; done
+  if [ $failed = 1 ]; then grep -hE 'ERROR' "$tmp"/mvn-*.log | head -n 5 >&2; return 1; fi
+  rm -rf "$tmp"/m2-* "$tmp"/pom-* "$tmp"/mvn-*.log
+  # Loaded from the server's class loader by every plugin (PluginClassLoader's SPI packages).
+  local pl="$tmp/plugin/iceberg"
+  rm -f "$pl"/io.trino.trino-spi-*.jar "$pl"/io.airlift.slice-*.jar "$pl"/com.fasterxml.jackson.core.jackson-annotations-*.jar \
+        "$pl"/io.opentelemetry.opentelemetry-api-*.jar "$pl"/io.opentelemetry.opentelemetry-context-*.jar
+  ( cd "$tmp" && find lib plugin -name '*.jar' -type f | LC_ALL=C sort | xargs sha256sum ) >"$tmp/MANIFEST.sha256"
+  local got; got=$(sha256sum <"$tmp/MANIFEST.sha256" | cut -d' ' -f1)
+  if [ "$got" != "$TRINO_MANIFEST_SHA256" ]; then
+    echo "trino $TRINO_VERSION: the resolved jars differ from the pinned set (manifest sha256 $got, want $TRINO_MANIFEST_SHA256; list: $tmp/MANIFEST.sha256)" >&2
+    return 1
+  fi
+  # What upstream's plugin packaging generates: the service file naming the plugin class.
+  mkdir -p "$tmp/svc/META-INF/services"
+  echo io.trino.plugin.iceberg.IcebergPlugin >"$tmp/svc/META-INF/services/io.trino.spi.Plugin"
+  "$TRINO_JAVA_HOME/bin/jar" cf "$pl/trino-iceberg-$TRINO_VERSION-services.jar" -C "$tmp/svc" META-INF || return 1
+  rm -rf "$tmp/svc" "$T"
+  mv "$tmp" "$T"
+  log "trino $TRINO_VERSION: jars installed in $T ($(du -sh "$T" | cut -f1))"
+}
+trino_main() {  # the main class, compiled from scripts/trino/TrinoServer.java whenever it changes
+  local T="$D/trino/$TRINO_VERSION"
+  if [ -f "$T/main/cryo-trino-server-main.jar" ] && cmp -s "$TRINO_MAIN_SRC" "$T/main/TrinoServer.java"; then return 0; fi
+  # A jar, not a class directory: the JVM's class data sharing archive (services.sh) refuses directories.
+  rm -rf "$T/main"; mkdir -p "$T/main.tmp/classes"
+  "$TRINO_JAVA_HOME/bin/javac" -nowarn -cp "$T/lib/*" -d "$T/main.tmp/classes" "$TRINO_MAIN_SRC" || return 1
+  "$TRINO_JAVA_HOME/bin/jar" cf "$T/main.tmp/cryo-trino-server-main.jar" -C "$T/main.tmp/classes" io || return 1
+  rm -rf "$T/main.tmp/classes"; cp "$TRINO_MAIN_SRC" "$T/main.tmp/TrinoServer.java"
+  mv "$T/main.tmp" "$T/main"
+  log "trino $TRINO_VERSION: main class compiled ($T/main)"
+}
+if [ "$WANT_TRINO" = 0 ]; then
+  log "trino: skipped (CRYO_PEERS_TRINO=0)"
+elif ! "$TRINO_JAVA_HOME/bin/java" -version 2>&1 | grep -qE 'version "(2[5-9]|[3-9][0-9])'; then
+  log "trino: skipped: no Java 25+ at $TRINO_JAVA_HOME (set CRYO_TRINO_JAVA_HOME); Trino tests will skip, or fail under CRYO_REQUIRE_PEERS=1"
+else
+  { trino_jars && trino_main; } || { echo "trino $TRINO_VERSION: installation failed" >&2; exit 1; }
+  TRINO_HOME="$D/trino/$TRINO_VERSION"
+fi
+
 # --- Smoke checks (fast: no Spark JVM here) -------------------------------------------------
 "$V/bin/python" - <<PYEOF
-import duckdb, pyiceberg, pyspark, moto, pyarrow, trino_sql_validator
+import duckdb, pyiceberg, pyspark, moto, pyarrow, trino_sql_validator, trino
 con = duckdb.connect()
 con.execute("LOAD '$DUCKDB_AVRO_EXT'"); con.execute("LOAD '$DUCKDB_ICEBERG_EXT'")
 print("pyiceberg", pyiceberg.__version__, "duckdb", duckdb.__version__, "pyspark", pyspark.__version__,
@@ -175,6 +274,9 @@ export MOTO_SERVER="$V/bin/moto_server"
 export TRINO_SQL_VALIDATOR_PYTHON="$V/bin/python"
 export ORCHESTRATORS_VENV="$OV"
 export ORCHESTRATORS_PYTHON="$OV/bin/python"
+export TRINO_HOME="$TRINO_HOME"
+export TRINO_VERSION="$TRINO_VERSION"
+export TRINO_JAVA_HOME="$TRINO_JAVA_HOME"
 ENVEOF
 echo "$STAMP_KEY" > "$STAMP"
 log "done: source $D/peers.env"
