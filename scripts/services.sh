@@ -6,10 +6,14 @@
 #   SeaweedFS `weed mini`: Iceberg REST catalog http://127.0.0.1:8181 (table bucket `icetables`),
 #                          S3 http://127.0.0.1:8333 (plain bucket `warehouse`)
 #   moto S3:               http://127.0.0.1:5055 (any credentials; in memory, empty after a restart)
+#   Trino (if peers.sh installed it): http://127.0.0.1:8089, single node, Iceberg catalog `lake` =
+#                          the sqlite JDBC catalog run/trino/lake/catalog.db + file:// warehouse
+#                          run/trino/lake/warehouse, which Cryo and PyIceberg open too (scripts/README.md)
 #
 # Everything binds to 127.0.0.1. Pids, logs and SeaweedFS data live under $CRYO_PEERS_DIR/run;
 # endpoints and credentials are written to $CRYO_PEERS_DIR/run/services.env (shell-sourceable).
-# CRYO_SERVICES_FRESH=1 wipes SeaweedFS data before starting. Needs scripts/peers.sh first.
+# CRYO_SERVICES_FRESH=1 wipes SeaweedFS data and the Trino lake before starting; CRYO_SERVICES_TRINO=0
+# leaves Trino out. Needs scripts/peers.sh first.
 set -uo pipefail
 
 D=${CRYO_PEERS_DIR:-$HOME/.cache/cryo-peers}
@@ -25,6 +29,18 @@ REST_PORT=8181 SW_S3_PORT=8333 MOTO_PORT=5055
 # weed mini silently moves to another port when one is busy: pin them all and check they are free.
 SW_PORTS="9333 19333 9340 19340 8888 18888 $SW_S3_PORT 18333 $REST_PORT 23646 33646"
 
+# Trino: installed by peers.sh into $TRINO_HOME (empty when it was skipped, e.g. no Java 25).
+peer_env() { [ -f "$D/peers.env" ] && ( . "$D/peers.env" >/dev/null 2>&1; printenv "$1" ) || true; }
+TRINO_HOME=$(peer_env TRINO_HOME) TRINO_VERSION=$(peer_env TRINO_VERSION) TRINO_JAVA_HOME=$(peer_env TRINO_JAVA_HOME)
+TRINO_PORT=${CRYO_TRINO_PORT:-8089}
+TRINO_HEAP=${CRYO_TRINO_HEAP:-2G}
+TRINO_CATALOG=lake
+# The catalog's retention floors (iceberg.expire-snapshots.min-retention, …): the render goldens assume
+# 1d (fixtures, retention_floors_custom); Trino's default is 7d.
+TRINO_EXPIRE_MIN_RETENTION=1d TRINO_ORPHANS_MIN_RETENTION=1d
+TR="$R/trino"
+TRINO_LAKE="$TR/lake"
+
 alive() { [ -f "$R/$1.pid" ] && kill -0 "$(cat "$R/$1.pid")" 2>/dev/null; }
 port_busy() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 code() { curl -s -o /dev/null -w '%{http_code}' --max-time 2 "$@" 2>/dev/null; }
@@ -37,6 +53,30 @@ weed_ready() {  # REST answers, OAuth2 issues a token and the table bucket exist
   local t; t=$(token); [ -n "$t" ] || return 1
   [ "$(code -H "Authorization: Bearer $t" "http://127.0.0.1:$REST_PORT/v1/$TABLE_BUCKET/namespaces")" = 200 ] \
     && [ "$(code "http://127.0.0.1:$SW_S3_PORT/")" != 000 ]
+}
+# One statement over Trino's HTTP protocol (POST /v1/statement, follow nextUri); prints the rows as
+# JSON lines, fails on a query error. No client library needed (the peers venv's python).
+trino_query() {
+  "$V/bin/python" - "http://127.0.0.1:$TRINO_PORT" "$1" <<'PYEOF'
+import json, sys, urllib.request
+url, sql = sys.argv[1], sys.argv[2]
+req = urllib.request.Request(url + "/v1/statement", data=sql.encode(), method="POST",
+                             headers={"X-Trino-User": "cryo", "X-Trino-Source": "cryo-services"})
+while True:
+    with urllib.request.urlopen(req, timeout=10) as r:
+        d = json.load(r)
+    if d.get("error"):
+        sys.exit("trino: " + d["error"].get("message", "query failed"))
+    for row in d.get("data") or []:
+        print(json.dumps(row))
+    if not d.get("nextUri"):
+        break
+    req = urllib.request.Request(d["nextUri"], headers={"X-Trino-User": "cryo"})
+PYEOF
+}
+trino_ready() {  # started, and the lake catalog answers a query
+  curl -s --max-time 2 "http://127.0.0.1:$TRINO_PORT/v1/info" 2>/dev/null | grep -q '"starting":false' \
+    && trino_query "SHOW SCHEMAS FROM $TRINO_CATALOG" >/dev/null 2>&1
 }
 moto_ready() { [ "$(code "http://127.0.0.1:$MOTO_PORT/moto-api/")" = 200 ]; }
 wait_for() {  # name check-fn seconds
@@ -70,6 +110,80 @@ start_moto() {
   echo $! >"$R/moto.pid"
   wait_for moto moto_ready 30 && echo "moto: ready (pid $(cat "$R/moto.pid"))"
 }
+start_trino() {  # launches the JVM; wait_trino waits for it
+  TRINO_STARTED=""
+  if [ "${CRYO_SERVICES_TRINO:-1}" = 0 ]; then echo "trino: left out (CRYO_SERVICES_TRINO=0)"; return 0; fi
+  if [ -z "$TRINO_HOME" ] || [ ! -f "$TRINO_HOME/main/cryo-trino-server-main.jar" ]; then
+    echo "trino: not installed (scripts/peers.sh installs it when Java 25 is at hand): not starting"; return 0
+  fi
+  if alive trino; then echo "trino: already running (pid $(cat "$R/trino.pid"))"; TRINO_STARTED=1; return 0; fi
+  port_busy "$TRINO_PORT" && { echo "port 127.0.0.1:$TRINO_PORT is busy: not starting Trino" >&2; return 1; }
+  [ -n "${CRYO_SERVICES_FRESH:-}" ] && rm -rf "$TRINO_LAKE"
+  # etc/catalog is rewritten on every start: catalogs that tests created with CREATE CATALOG (the file
+  # catalog store keeps them) do not outlive the server.
+  rm -rf "$TR/etc" "$TR/var"
+  mkdir -p "$TR/etc/catalog" "$TR/var" "$TRINO_LAKE/warehouse"
+  # Trino's JDBC catalog does not create its tables; these are PyIceberg 0.12's (= Java JdbcCatalog V1).
+  "$V/bin/python" - "$TRINO_LAKE/catalog.db" <<'PYEOF' || return 1
+import sqlite3, sys
+con = sqlite3.connect(sys.argv[1])
+con.executescript("""
+CREATE TABLE IF NOT EXISTS iceberg_tables (
+    catalog_name VARCHAR(255) NOT NULL, table_namespace VARCHAR(255) NOT NULL, table_name VARCHAR(255) NOT NULL,
+    metadata_location VARCHAR(1000), previous_metadata_location VARCHAR(1000), iceberg_type VARCHAR(5),
+    PRIMARY KEY (catalog_name, table_namespace, table_name));
+CREATE TABLE IF NOT EXISTS iceberg_namespace_properties (
+    catalog_name VARCHAR(255) NOT NULL, namespace VARCHAR(255) NOT NULL, property_key VARCHAR(255) NOT NULL,
+    property_value VARCHAR(1000) NOT NULL, PRIMARY KEY (catalog_name, namespace, property_key));
+""")
+con.close()
+PYEOF
+  cat >"$TR/etc/config.properties" <<EOF
+coordinator=true
+node-scheduler.include-coordinator=true
+node.environment=cryo
+node.internal-address=127.0.0.1
+node.bind-ip=127.0.0.1
+http-server.http.port=$TRINO_PORT
+http-server.log.enabled=false
+discovery.uri=http://127.0.0.1:$TRINO_PORT
+plugin.dir=$TRINO_HOME/plugin
+# CREATE CATALOG / DROP CATALOG: tests point catalogs named like a golden's engine catalog at their tables
+catalog.management=dynamic
+query.max-memory=1GB
+query.max-memory-per-node=1GB
+EOF
+  echo "catalog.config-dir=$TR/etc/catalog" >"$TR/etc/catalog-store.properties"
+  echo "io.trino=INFO" >"$TR/etc/log.properties"
+  cat >"$TR/etc/catalog/$TRINO_CATALOG.properties" <<EOF
+connector.name=iceberg
+iceberg.catalog.type=jdbc
+iceberg.jdbc-catalog.driver-class=org.sqlite.JDBC
+iceberg.jdbc-catalog.connection-url=jdbc:sqlite:$TRINO_LAKE/catalog.db
+iceberg.jdbc-catalog.catalog-name=$TRINO_CATALOG
+iceberg.jdbc-catalog.default-warehouse-dir=file://$TRINO_LAKE/warehouse
+iceberg.jdbc-catalog.schema-version=V1
+fs.local.enabled=true
+local.location=/
+iceberg.expire-snapshots.min-retention=$TRINO_EXPIRE_MIN_RETENTION
+iceberg.remove-orphan-files.min-retention=$TRINO_ORPHANS_MIN_RETENTION
+EOF
+  # Upstream's jvm.config essentials; a small heap so the Spark tests still fit beside it. The class
+  # data archive (AppCDS, written when the JVM exits) makes later starts faster.
+  ( cd "$TR" && exec setsid nohup "$TRINO_JAVA_HOME/bin/java" -Xmx"$TRINO_HEAP" -XX:+UseG1GC -XX:+ExitOnOutOfMemoryError \
+      -XX:-OmitStackTraceInFastThrow -XX:ReservedCodeCacheSize=256M -Djdk.attach.allowAttachSelf=true \
+      -XX:+EnableDynamicAgentLoading -Dfile.encoding=UTF-8 --enable-native-access=ALL-UNNAMED \
+      --add-modules=jdk.incubator.vector -XX:SharedArchiveFile="$TRINO_HOME.jsa" -XX:+AutoCreateSharedArchive \
+      -Dcryo.trino.version="$TRINO_VERSION" -Dconfig=etc/config.properties -Dlog.levels-file=etc/log.properties \
+      -cp "$TRINO_HOME/lib/*:$TRINO_HOME/main/cryo-trino-server-main.jar" io.trino.server.TrinoServer </dev/null >"$R/trino.log" 2>&1 ) &
+  echo $! >"$R/trino.pid"
+  TRINO_STARTED=1
+}
+wait_trino() {
+  [ -n "${TRINO_STARTED:-}" ] || return 0
+  local t0; t0=$(date +%s)
+  wait_for trino trino_ready 180 && echo "trino: ready (pid $(cat "$R/trino.pid"), $(( $(date +%s) - t0 ))s after the other services)"
+}
 write_env() {
   cat >"$R/services.env" <<ENVEOF
 # Written by scripts/services.sh — endpoints of the loopback services
@@ -82,6 +196,19 @@ export CRYO_SEAWEED_SECRET_KEY=$S3_SECRET
 export CRYO_SEAWEED_BUCKET=$PLAIN_BUCKET
 export CRYO_MOTO_ENDPOINT=http://127.0.0.1:$MOTO_PORT
 ENVEOF
+  if [ -n "${TRINO_STARTED:-}" ]; then cat >>"$R/services.env" <<ENVEOF
+# Trino $TRINO_VERSION: its Iceberg catalog $TRINO_CATALOG is the sqlite SQL catalog below (catalog name $TRINO_CATALOG)
+export TRINO_URL=http://127.0.0.1:$TRINO_PORT
+export TRINO_USER=cryo
+export TRINO_VERSION=$TRINO_VERSION
+export TRINO_CATALOG=$TRINO_CATALOG
+export TRINO_LAKE_URI=sqlite:///$TRINO_LAKE/catalog.db
+export TRINO_LAKE_JDBC_URI=jdbc:sqlite:$TRINO_LAKE/catalog.db
+export TRINO_LAKE_WAREHOUSE=file://$TRINO_LAKE/warehouse
+export TRINO_EXPIRE_MIN_RETENTION=$TRINO_EXPIRE_MIN_RETENTION
+export TRINO_ORPHANS_MIN_RETENTION=$TRINO_ORPHANS_MIN_RETENTION
+ENVEOF
+  fi
 }
 stop_one() {  # only the process we started, and only if it still is that program
   local n=$1 pid
@@ -98,14 +225,17 @@ status() {
   local rc=0
   if alive weed && weed_ready; then echo "seaweedfs: up (pid $(cat "$R/weed.pid")) REST :$REST_PORT S3 :$SW_S3_PORT"; else echo "seaweedfs: down"; rc=3; fi
   if alive moto && moto_ready; then echo "moto: up (pid $(cat "$R/moto.pid")) S3 :$MOTO_PORT"; else echo "moto: down"; rc=3; fi
+  if [ -z "$TRINO_HOME" ]; then echo "trino: not installed"
+  elif alive trino && trino_ready; then echo "trino: up (pid $(cat "$R/trino.pid")) http://127.0.0.1:$TRINO_PORT catalog $TRINO_CATALOG"
+  else echo "trino: down"; [ "${CRYO_SERVICES_TRINO:-1}" = 0 ] || rc=3; fi
   return $rc
 }
 
 [ -x "$WEED" ] && [ -x "$MOTO" ] || { echo "peers not installed in $D: run scripts/peers.sh first" >&2; exit 1; }
 mkdir -p "$R"
 case "${1:-status}" in
-  start)   start_weed && start_moto && write_env && echo "endpoints: source $R/services.env" ;;
-  stop)    stop_one moto moto_server; stop_one weed 'weed mini' ;;
+  start)   start_trino && start_weed && start_moto && wait_trino && write_env && echo "endpoints: source $R/services.env" ;;
+  stop)    stop_one trino 'io.trino.server.TrinoServer'; stop_one moto moto_server; stop_one weed 'weed mini' ;;
   restart) "$0" stop; "$0" start ;;
   status)  status ;;
   *) echo "usage: $0 start|stop|status|restart" >&2; exit 2 ;;
