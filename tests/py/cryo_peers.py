@@ -30,6 +30,7 @@ __all__ = [
     "canonical_rows",
     "fingerprint",
     "peers_env",
+    "services_env",
     "read_duckdb",
     "read_pyiceberg",
     "read_spark",
@@ -62,6 +63,28 @@ def peers_env() -> dict[str, str]:
             parts = shlex.split(value) if value else [""]
             env[key.strip()] = parts[0] if parts else ""
     for key in list(env):
+        if os.environ.get(key):
+            env[key] = os.environ[key]
+    return env
+
+
+def services_env() -> dict[str, str]:
+    """Variables from ``$CRYO_PEERS_DIR/run/services.env`` (``scripts/services.sh start``), overridden by
+    the process environment: endpoints of the loopback services (``TRINO_URL``, ``CRYO_REST_URI``, ...)."""
+    env: dict[str, str] = {}
+    path = peers_dir() / "run" / "services.env"
+    if path.exists():
+        for line in path.read_text().splitlines():
+            line = line.strip()
+            if not line.startswith("export ") or "=" not in line:
+                continue
+            key, _, value = line[len("export ") :].partition("=")
+            parts = shlex.split(value) if value else [""]
+            env[key.strip()] = parts[0] if parts else ""
+    for key in list(env):
+        if os.environ.get(key):
+            env[key] = os.environ[key]
+    for key in ("TRINO_URL", "TRINO_CATALOG", "TRINO_LAKE_URI", "TRINO_LAKE_WAREHOUSE"):
         if os.environ.get(key):
             env[key] = os.environ[key]
     return env

@@ -13,8 +13,11 @@
 - position deletes (merge-on-read DELETEs, one file per partition each) where the plan rewrites them;
 - a table sort order where a sort strategy relies on it; an old orphan file where orphans are removed.
 
-Tables are created with Iceberg's Java API through py4j (Spark DDL cannot declare `uuid` or `fixed[n]`),
-in the catalog Spark resolves the statements against; namespaces are created with Spark SQL.
+For Spark, tables are created with Iceberg's Java API through py4j (Spark DDL cannot declare `uuid` or
+`fixed[n]`), in the catalog Spark resolves the statements against; namespaces are created with Spark SQL.
+For Trino (`model_table(..., engine="trino")`, tests/py/test_trino_peer.py builds the tables), `time` and
+nanosecond timestamp columns stay (the latter make the table format v3) and only the fixed partition
+field is left out (TRINO_FIXED_PARTITION).
 What Iceberg's Spark integration cannot hold is left out, with a note: `time` columns (Spark's Iceberg
 reader refuses them) and nanosecond timestamps (format v3; Spark 3.5 has no such type). The goldens
 render no statement that needs them (those chunks are skipped with a reason). A `fixed[n]` column is
@@ -49,6 +52,16 @@ UNSUPPORTED_TYPES = {
 # DuckDB 1.5.5 (iceberg_scan returns no rows, iceberg_metadata no entries, no error), so the read-back
 # could not compare anything. (Binary partitions read fine and stay; see BYTES_PARTITION_BUG_FIXED_IN.)
 FIXED_PARTITION = "DuckDB 1.5.5 reads no rows at all from a table partitioned by a fixed column"
+# Observed on Trino 483 (tests/py/test_trino_peer.py proves it): every scan of a table with a fixed[n]
+# partition field fails in split generation (IcebergTypes.convertIcebergValueToTrino: "Unsupported iceberg
+# type: fixed[2]"), so no statement could run on such a table at all.
+TRINO_FIXED_PARTITION = "Trino cannot scan a table partitioned by a fixed column (Unsupported iceberg type: fixed[n])"
+NANO_TYPES = {"timestamp_ns", "timestamptz_ns"}
+
+
+class NanoTimestamp(str):
+    """A nanosecond timestamp as its text (`2024-02-29 10:15:30.123456789`): Python's datetime stops at
+    microseconds. Ordered and compared as text (fixed width)."""
 # Iceberg before 1.11.0 writes wrong manifest-list bounds for binary/fixed partition values whenever it
 # rewrites a manifest with existing entries (PartitionData hands out the Avro reader's reused byte[];
 # apache/iceberg#15128, fixed by #15127 in 1.11.0): after an earlier rewrite in the same table, a filter on
@@ -82,6 +95,7 @@ class TableModel:
     needs_sort_order: bool = False
     rewrites: bool = False  # a data-file or delete rewrite is planned
     orphans: list[dict] = field(default_factory=list)  # remove_orphan_files params
+    format_version: int = 2  # 3 when a column needs it (nanosecond timestamps)
 
     def describe(self) -> dict:
         return {
@@ -90,6 +104,7 @@ class TableModel:
             "planned_partitions": len(self.partitions),
             "position_delete_commits": self.position_delete_commits,
             "sort_order": self.needs_sort_order,
+            "format_version": self.format_version,
             "notes": self.notes,
         }
 
@@ -102,7 +117,12 @@ def _sort_column(spec: str) -> str:
     return rest.strip()
 
 
-def model_table(plan_table: dict) -> TableModel:
+def model_table(plan_table: dict, engine: str = "spark") -> TableModel:
+    """The table a plan implies, as the engine (`spark` or `trino`) can hold it."""
+    if engine not in ("spark", "trino"):
+        raise ValueError(f"engine {engine}")
+    unsupported = UNSUPPORTED_TYPES if engine == "spark" else {}
+    fixed_partition = FIXED_PARTITION if engine == "spark" else TRINO_FIXED_PARTITION
     m = TableModel(list(plan_table["table"]["namespace"]), plan_table["table"]["name"])
     seen_fields: dict[tuple[str, str], str] = {}
     untyped: list[str] = []
@@ -114,8 +134,8 @@ def model_table(plan_table: dict) -> TableModel:
                 preds = []
                 for pred in part["predicate"]:
                     col, ty, transform = pred["column"], pred["column_type"], pred["transform"]
-                    if ty in UNSUPPORTED_TYPES:
-                        note = f"column {col} ({ty}) left out: {UNSUPPORTED_TYPES[ty]}"
+                    if ty in unsupported:
+                        note = f"column {col} ({ty}) left out: {unsupported[ty]}"
                         if note not in m.notes:
                             m.notes.append(note)
                         continue
@@ -123,7 +143,7 @@ def model_table(plan_table: dict) -> TableModel:
                         raise ValueError(f"{m.name}: column {col} is {m.columns[col]} and {ty} in the plan")
                     preds.append(pred)
                     if ty.startswith("fixed["):
-                        note = f"partition field {transform}({col}) left out (the column stays): {FIXED_PARTITION}"
+                        note = f"partition field {transform}({col}) left out (the column stays): {fixed_partition}"
                         if note not in m.notes:
                             m.notes.append(note)
                         continue
@@ -163,6 +183,8 @@ def model_table(plan_table: dict) -> TableModel:
             raise ValueError(f"{m.name}: the plan uses the test's own column {col}")
     m.columns[ROW_ID] = "long"
     m.columns[PAYLOAD] = "string"
+    if any(t in NANO_TYPES for t in m.columns.values()):
+        m.format_version = 3
     return m
 
 
@@ -178,6 +200,10 @@ def _same_partition(a: list[dict], b: list[dict]) -> bool:
 def literal(lit: dict, column_type: str) -> Any:
     """The Python value of a plan literal for a column of `column_type`; ValueError if malformed."""
     kind, v = lit["type"], lit["value"]
+    if column_type in NANO_TYPES and kind in ("timestamp", "timestamp_tz"):
+        return _nanos(v)
+    if column_type == "time" and kind == "string":
+        return dt.time.fromisoformat(v)
     if kind == "boolean":
         return bool(v)
     if kind == "integer":
@@ -197,6 +223,15 @@ def literal(lit: dict, column_type: str) -> Any:
             return bytes.fromhex(v)
         return str(v)
     raise ValueError(f"literal type {kind}")
+
+
+def _nanos(text: str) -> NanoTimestamp:
+    """`2024-02-29 10:15:30.123456789` (any fraction up to 9 digits) as fixed-width text; ValueError if malformed."""
+    m = re.fullmatch(r"(\d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}:\d{2})(?:\.(\d{1,9}))?", text)
+    if not m:
+        raise ValueError(f"nanosecond timestamp {text!r}")
+    dt.datetime.fromisoformat(m.group(1))  # a real date and time
+    return NanoTimestamp(m.group(1).replace("T", " ") + "." + (m.group(2) or "").ljust(9, "0"))
 
 
 def default_value(ty: str, k: int) -> Any:
@@ -226,6 +261,11 @@ def default_value(ty: str, k: int) -> Any:
         return dt.datetime(2026, 4, 1, 12) + dt.timedelta(days=k, hours=k)
     if ty == "timestamptz":
         return dt.datetime(2026, 4, 1, 12, tzinfo=UTC) + dt.timedelta(days=k, hours=k)
+    if ty == "time":
+        return dt.time(k % 24, k % 60, 30)
+    if ty in NANO_TYPES:
+        base = dt.datetime(2026, 4, 1, 12) + dt.timedelta(days=k, hours=k)
+        return NanoTimestamp(base.strftime("%Y-%m-%d %H:%M:%S") + f".{k + 1:09d}")
     raise ValueError(f"no default for {ty}")
 
 
