@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Run every test: Rust unit + integration tests, and the cross-implementation tests against the
-# real peers (PyIceberg, DuckDB, Spark + Iceberg, SeaweedFS REST catalog + S3, moto S3).
+# real peers (PyIceberg, DuckDB, Spark + Iceberg, SeaweedFS REST catalog + S3, moto S3, Trino).
 #
 #   bash scripts/test.sh            # everything (installs the peers on first use, ~2 min)
 #   CRYO_TEST_FAST=1 bash ...       # Rust only, peers-dependent tests skip themselves
