@@ -1,0 +1,459 @@
+//! The `Catalog` class: a connected cryo-core catalog and every operation on its tables.
+//!
+//! Each method translates its arguments (a table name, an options object overlaid on the core
+//! options' `Default`), runs the core function off the JS thread and returns a Promise of the
+//! wrapped result. Orchestration and defaults are cryo-core's.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+
+use cryo_core::clock::SystemClock;
+use cryo_core::compact::{CompactOptions, Compaction, RunOptions};
+use cryo_core::exec::{FleetOptions, FleetRun};
+use cryo_core::govern::LocalLocks;
+use cryo_core::grade::{GradeOptions, grade};
+use cryo_core::maintain::{
+    ExpireOptions, FindMissingFilesOptions, MaintenanceOptions, MaintenanceRun,
+    RemoveOrphanFilesOptions, RewriteManifestsOptions, RewritePositionDeletesOptions,
+    expire_snapshots, find_missing_files, remove_orphan_files, rewrite_manifests,
+    rewrite_position_deletes,
+};
+use cryo_core::plan::{PlanOptions, plan_fleet};
+use cryo_core::progress::ProgressSink;
+use cryo_core::receipt::JsonLinesLog;
+use cryo_core::scan::arrow::files_batch;
+use cryo_core::scan::{
+    FleetScanOptions, ScanOptions, TableScan as CoreScan, list_files, scan_fleet_with_progress,
+    scan_table,
+};
+use cryo_core::{Catalog as CoreCatalog, CatalogConfig, TableId};
+use napi::Either;
+use napi::bindgen_prelude::{Buffer, Either3};
+use napi::threadsafe_function::{ThreadsafeFunction, ThreadsafeFunctionCallMode};
+use napi_derive::napi;
+use serde_json::Value;
+
+use crate::arrow::ipc;
+use crate::convert::{options, options_pair, serde_name, take_string};
+use crate::errors::{self, to_napi};
+use crate::models::{
+    CompactionOutcome, ExpireOutcome, FleetOutcome, FleetScan, MissingFilesOutcome, Plan,
+    RemoveOrphanFilesOutcome, RewriteManifestsOutcome, RewritePositionDeletesOutcome, RunOutcome,
+    TableScan,
+};
+use crate::runtime::run;
+
+/// One step forward of a long operation (`scanFleet`, `compact`, `run`, `runFleet`).
+#[napi(object, object_from_js = false)]
+pub struct ProgressEvent {
+    /// `scan` (tables of a fleet scan), `plan` (a compaction planned), `rewrite` (file groups
+    /// of a compaction), `run` (tables of a maintenance run).
+    pub stage: String,
+    /// Units finished so far in this stage.
+    pub done: i64,
+    /// Units in this stage.
+    pub total: i64,
+    /// The table the unit belonged to, when there is one.
+    pub table: Option<String>,
+}
+
+/// A JS progress callback, called on the JS thread (never blocking the operation).
+pub type ProgressCallback =
+    ThreadsafeFunction<ProgressEvent, (), ProgressEvent, napi::Status, false>;
+
+/// The core progress sink that forwards to a JS callback.
+fn sink(callback: Option<ProgressCallback>) -> Option<ProgressSink> {
+    let callback = Arc::new(callback?);
+    Some(ProgressSink::new(move |p| {
+        // Non-blocking: a slow callback must not stall the operation; the status only says
+        // whether the call was queued (it is not while the environment shuts down).
+        let _ = callback.call(
+            ProgressEvent {
+                stage: p.stage.to_string(),
+                done: p.done as i64,
+                total: p.total as i64,
+                table: p.table.clone(),
+            },
+            ThreadsafeFunctionCallMode::NonBlocking,
+        );
+    }))
+}
+
+/// A catalog property value: strings as they are, numbers and booleans as PyIceberg writes them.
+fn property(value: Either3<String, f64, bool>) -> String {
+    match value {
+        Either3::A(s) => s,
+        Either3::B(n) if n.fract() == 0.0 && n.abs() < 9.0e15 => format!("{}", n as i64),
+        Either3::B(n) => n.to_string(),
+        Either3::C(b) => if b { "true" } else { "false" }.to_string(),
+    }
+}
+
+/// A connected Iceberg catalog (sql, rest, hadoop or a single static table), configured with
+/// PyIceberg's property names (`type`, `uri`, `warehouse`, `s3.endpoint`, `token`, …).
+#[napi]
+pub struct Catalog {
+    inner: Arc<CoreCatalog>,
+}
+
+impl Catalog {
+    pub(crate) fn from_core(catalog: CoreCatalog) -> Self {
+        Self {
+            inner: Arc::new(catalog),
+        }
+    }
+
+    fn config(&self) -> CatalogConfig {
+        self.inner.config().clone()
+    }
+
+    fn table(&self, table: &str) -> napi::Result<TableId> {
+        TableId::parse(table).map_err(|e| to_napi(&e, Some(self.inner.config())))
+    }
+}
+
+#[napi]
+impl Catalog {
+    /// Connect to a catalog: `await Catalog.connect("prod", { type: "rest", uri, warehouse })`.
+    // Writable and configurable (napi-rs makes statics neither) so that `index.js` can wrap it.
+    #[napi(writable = true, configurable = true)]
+    pub async fn connect(
+        name: String,
+        properties: HashMap<String, Either3<String, f64, bool>>,
+    ) -> napi::Result<Catalog> {
+        let config = CatalogConfig::new(
+            name,
+            properties
+                .into_iter()
+                .map(|(k, v)| (k, property(v)))
+                .collect::<BTreeMap<_, _>>(),
+        );
+        let redact = config.clone();
+        let inner = run(Some(redact), move || async move {
+            CoreCatalog::connect(config).await
+        })
+        .await?;
+        Ok(Self::from_core(inner))
+    }
+
+    /// Catalog name.
+    #[napi(getter)]
+    pub fn name(&self) -> String {
+        self.inner.name().to_string()
+    }
+
+    /// `sql`, `rest`, `hadoop` or `static`.
+    #[napi(getter)]
+    pub fn kind(&self) -> napi::Result<String> {
+        serde_name(&self.inner.kind())
+    }
+
+    /// Every table, as `namespace.table` identifiers.
+    #[napi]
+    pub async fn list_tables(&self) -> napi::Result<Vec<String>> {
+        let cat = Arc::clone(&self.inner);
+        let ids = run(Some(self.config()), move || async move {
+            cat.list_all_tables().await
+        })
+        .await?;
+        Ok(ids.iter().map(ToString::to_string).collect())
+    }
+
+    /// Scan one table's metadata (no data file is read). Options: cryo-core's `ScanOptions`.
+    #[napi]
+    pub async fn scan(
+        &self,
+        table: String,
+        #[napi(ts_arg_type = "ScanOptions")] options: Option<Value>,
+    ) -> napi::Result<TableScan> {
+        let id = self.table(&table)?;
+        let opts: ScanOptions = self::options("scan options", options)?;
+        let cat = Arc::clone(&self.inner);
+        let scan = run(Some(self.config()), move || async move {
+            scan_table(&cat, &id, &opts, &SystemClock).await
+        })
+        .await?;
+        Ok(TableScan {
+            inner: Arc::new(scan),
+        })
+    }
+
+    /// Every live file of the table's current snapshot (data and delete files) as an Arrow IPC
+    /// stream: `path`, `content`, `partition`, `records`, `size_bytes`, … (metadata only).
+    #[napi]
+    pub async fn files(
+        &self,
+        table: String,
+        #[napi(ts_arg_type = "ScanOptions")] options: Option<Value>,
+    ) -> napi::Result<Buffer> {
+        let id = self.table(&table)?;
+        let opts: ScanOptions = self::options("scan options", options)?;
+        let cat = Arc::clone(&self.inner);
+        let batch = run(Some(self.config()), move || async move {
+            let loaded = cat.load_table(&id).await?;
+            let files = list_files(&loaded, &opts).await?;
+            files_batch(&id, &files)
+        })
+        .await?;
+        ipc(&batch)
+    }
+
+    /// Scan every table of the catalog (`namespaces: [["ns"]]` to limit), calling `progress`
+    /// (if given) as each table is done. Options: cryo-core's `FleetScanOptions`.
+    #[napi]
+    pub async fn scan_fleet(
+        &self,
+        #[napi(ts_arg_type = "FleetScanOptions")] options: Option<Value>,
+        #[napi(ts_arg_type = "(event: ProgressEvent) => void")] progress: Option<ProgressCallback>,
+    ) -> napi::Result<FleetScan> {
+        let opts: FleetScanOptions = self::options("fleet scan options", options)?;
+        let cat = Arc::clone(&self.inner);
+        let progress = sink(progress);
+        let fleet = run(Some(self.config()), move || async move {
+            scan_fleet_with_progress(&cat, &opts, &SystemClock, progress.as_ref()).await
+        })
+        .await?;
+        Ok(FleetScan {
+            inner: Arc::new(fleet),
+        })
+    }
+
+    /// Grade the scans and plan their maintenance, worst tables first (pure: reads nothing).
+    /// `scans`: a fleet scan or table scans. Options: cryo-core's `PlanOptions` (`operations`,
+    /// budgets, `expire`, `orphans`, …); `gradeOptions`: `GradeOptions`.
+    #[napi(catch_unwind)]
+    pub fn plan(
+        &self,
+        scans: Either<&FleetScan, Vec<&TableScan>>,
+        #[napi(ts_arg_type = "PlanOptions")] options: Option<Value>,
+        #[napi(ts_arg_type = "GradeOptions")] grade_options: Option<Value>,
+    ) -> napi::Result<Plan> {
+        let grading: GradeOptions = self::options("grade options", grade_options)?;
+        let planning: PlanOptions = self::options("plan options", options)?;
+        let scans: Vec<Arc<CoreScan>> = match scans {
+            Either::A(fleet) => fleet.inner.tables.iter().cloned().map(Arc::new).collect(),
+            Either::B(tables) => tables.iter().map(|t| Arc::clone(&t.inner)).collect(),
+        };
+        let mut graded = Vec::with_capacity(scans.len());
+        let mut now = 0;
+        for scan in &scans {
+            let report = errors::check(grade(scan, &grading, scan.scanned_at_ms))?;
+            now = now.max(scan.scanned_at_ms);
+            graded.push((scan.as_ref().clone(), report));
+        }
+        let plan = errors::check(plan_fleet(
+            self.inner.name(),
+            &graded,
+            &planning,
+            &BTreeMap::new(),
+            now,
+        ))?;
+        Ok(Plan {
+            inner: Arc::new(plan),
+        })
+    }
+
+    /// Rewrite small (or delete-laden) data files, calling `progress` (if given) as groups are
+    /// rewritten. Options: cryo-core's `CompactOptions` and `RunOptions` (`targetFileSizeBytes`,
+    /// `strategy`, `partitions`, `dryRun`, …).
+    #[napi]
+    pub async fn compact(
+        &self,
+        table: String,
+        #[napi(ts_arg_type = "CompactOptions")] options: Option<Value>,
+        #[napi(ts_arg_type = "(event: ProgressEvent) => void")] progress: Option<ProgressCallback>,
+    ) -> napi::Result<CompactionOutcome> {
+        let id = self.table(&table)?;
+        let (what, how): (CompactOptions, RunOptions) = options_pair("compact options", options)?;
+        let cat = Arc::clone(&self.inner);
+        let progress = sink(progress);
+        let outcome = run(Some(self.config()), move || async move {
+            let mut compaction = Compaction::new(&cat, id)
+                .with_options(what)
+                .with_run_options(how);
+            if let Some(p) = progress {
+                compaction = compaction.with_progress(p);
+            }
+            compaction.execute().await
+        })
+        .await?;
+        CompactionOutcome::from_core(&outcome)
+    }
+
+    /// Expire snapshots older than `olderThanMs` (keeping `retainLast`), then delete the files
+    /// only they referenced. A dry run unless `dryRun: false` (cryo-core's default). Defaults
+    /// follow the table's `history.expire.*` properties.
+    #[napi]
+    pub async fn expire_snapshots(
+        &self,
+        table: String,
+        #[napi(ts_arg_type = "ExpireOptions")] options: Option<Value>,
+    ) -> napi::Result<ExpireOutcome> {
+        let id = self.table(&table)?;
+        let opts: ExpireOptions = self::options("expire options", options)?;
+        let cat = Arc::clone(&self.inner);
+        let outcome = run(Some(self.config()), move || async move {
+            expire_snapshots(&cat, &id, &opts).await
+        })
+        .await?;
+        ExpireOutcome::from_core(&outcome)
+    }
+
+    /// Rewrite the current snapshot's manifests into fewer, well-clustered ones.
+    #[napi]
+    pub async fn rewrite_manifests(
+        &self,
+        table: String,
+        #[napi(ts_arg_type = "Options")] options: Option<Value>,
+    ) -> napi::Result<RewriteManifestsOutcome> {
+        let id = self.table(&table)?;
+        let opts: RewriteManifestsOptions = self::options("rewriteManifests options", options)?;
+        let cat = Arc::clone(&self.inner);
+        let outcome = run(Some(self.config()), move || async move {
+            rewrite_manifests(&cat, &id, &opts).await
+        })
+        .await?;
+        RewriteManifestsOutcome::from_core(&outcome)
+    }
+
+    /// Combine small position-delete files per partition and drop dangling ones.
+    #[napi]
+    pub async fn rewrite_position_deletes(
+        &self,
+        table: String,
+        #[napi(ts_arg_type = "Options")] options: Option<Value>,
+    ) -> napi::Result<RewritePositionDeletesOutcome> {
+        let id = self.table(&table)?;
+        let opts: RewritePositionDeletesOptions =
+            self::options("rewritePositionDeletes options", options)?;
+        let cat = Arc::clone(&self.inner);
+        let outcome = run(Some(self.config()), move || async move {
+            rewrite_position_deletes(&cat, &id, &opts).await
+        })
+        .await?;
+        RewritePositionDeletesOutcome::from_core(&outcome)
+    }
+
+    /// Find files under the table's location that no snapshot or metadata references and, unless
+    /// a dry run (the default), delete those older than `olderThanMs`.
+    #[napi]
+    pub async fn remove_orphan_files(
+        &self,
+        table: String,
+        #[napi(ts_arg_type = "OrphanOptions")] options: Option<Value>,
+    ) -> napi::Result<RemoveOrphanFilesOutcome> {
+        let id = self.table(&table)?;
+        let opts: RemoveOrphanFilesOptions = self::options("removeOrphanFiles options", options)?;
+        let cat = Arc::clone(&self.inner);
+        let outcome = run(Some(self.config()), move || async move {
+            remove_orphan_files(&cat, &id, &opts).await
+        })
+        .await?;
+        RemoveOrphanFilesOutcome::from_core(&outcome)
+    }
+
+    /// Check that every file the table's snapshots reference exists (reads nothing else).
+    #[napi]
+    pub async fn missing_files(
+        &self,
+        table: String,
+        #[napi(ts_arg_type = "Options")] options: Option<Value>,
+    ) -> napi::Result<MissingFilesOutcome> {
+        let id = self.table(&table)?;
+        let opts: FindMissingFilesOptions = self::options("missingFiles options", options)?;
+        let cat = Arc::clone(&self.inner);
+        let outcome = run(Some(self.config()), move || async move {
+            find_missing_files(&cat, &id, &opts).await
+        })
+        .await?;
+        MissingFilesOutcome::from_core(&outcome)
+    }
+
+    /// Run a plan on Cryo's native engine: a dry run unless `dryRun: false` (cryo-core's
+    /// default). `lockDir`: take a file lock per table there; `receiptLog`: append a receipt per
+    /// decision (JSON lines; `readReceipts(path)`). Other options: cryo-core's
+    /// `MaintenanceOptions` (`actor`, `window`, `deadlineMs`, …).
+    #[napi]
+    pub async fn run(
+        &self,
+        plan: &Plan,
+        #[napi(ts_arg_type = "RunOptions")] options: Option<Value>,
+        #[napi(ts_arg_type = "(event: ProgressEvent) => void")] progress: Option<ProgressCallback>,
+    ) -> napi::Result<RunOutcome> {
+        let mut options = options;
+        let lock_dir = take_string(&mut options, "lockDir", "lock_dir")?;
+        let receipt_log = take_string(&mut options, "receiptLog", "receipt_log")?;
+        let opts: MaintenanceOptions = self::options("run options", options)?;
+        let cat = Arc::clone(&self.inner);
+        let plan = Arc::clone(&plan.inner);
+        let progress = sink(progress);
+        let outcome = run(Some(self.config()), move || async move {
+            let mut run = MaintenanceRun::new(&cat, &plan).with_options(opts);
+            if let Some(p) = progress {
+                run = run.with_progress(p);
+            }
+            if let Some(dir) = lock_dir {
+                run = run.with_locks(Arc::new(LocalLocks::new(dir)));
+            }
+            if let Some(path) = receipt_log {
+                run = run.with_receipt_log(JsonLinesLog::new(path));
+            }
+            run.execute().await
+        })
+        .await?;
+        Ok(RunOutcome {
+            inner: Arc::new(outcome),
+        })
+    }
+
+    /// Run a plan as a fleet run on the native destination: each step when the (default)
+    /// governor admits it, receipts for every decision. A dry run unless `dryRun: false`.
+    /// `lockDir` and `receiptLog` as for `run`; other options: cryo-core's `FleetOptions`
+    /// (`deadlineMs`, …). Trino and Spark destinations are reached from Python or Rust.
+    #[napi]
+    pub async fn run_fleet(
+        &self,
+        plan: &Plan,
+        #[napi(ts_arg_type = "RunOptions")] options: Option<Value>,
+        #[napi(ts_arg_type = "(event: ProgressEvent) => void")] progress: Option<ProgressCallback>,
+    ) -> napi::Result<FleetOutcome> {
+        let mut options = options;
+        let lock_dir = take_string(&mut options, "lockDir", "lock_dir")?;
+        let receipt_log = take_string(&mut options, "receiptLog", "receipt_log")?;
+        let opts: FleetOptions = self::options("fleet options", options)?;
+        let cat = Arc::clone(&self.inner);
+        let plan = Arc::clone(&plan.inner);
+        let progress = sink(progress);
+        let outcome = run(Some(self.config()), move || async move {
+            let mut run = FleetRun::new(&cat, &plan).with_options(opts);
+            if let Some(p) = progress {
+                run = run.with_progress(p);
+            }
+            if let Some(dir) = lock_dir {
+                run = run.with_locks(Arc::new(LocalLocks::new(dir)));
+            }
+            if let Some(path) = receipt_log {
+                run = run.with_receipt_log(JsonLinesLog::new(path));
+            }
+            run.execute().await
+        })
+        .await?;
+        Ok(FleetOutcome {
+            inner: Arc::new(outcome),
+        })
+    }
+
+    /// `Catalog("prod", type=rest)` (never a property value: they may be secrets).
+    #[napi]
+    #[allow(
+        clippy::inherent_to_string,
+        reason = "JS calls toString(); Display is not visible from JS"
+    )]
+    pub fn to_string(&self) -> String {
+        format!(
+            "Catalog({:?}, type={})",
+            self.inner.name(),
+            self.kind().unwrap_or_default()
+        )
+    }
+}
