@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Run every test: Rust unit + integration tests, and the cross-implementation tests against the
-# real peers (PyIceberg, DuckDB, Spark + Iceberg, SeaweedFS REST catalog + S3, moto S3, Trino).
+# real peers (PyIceberg, DuckDB, Spark + Iceberg, SeaweedFS REST catalog + S3, moto S3, Trino), then
+# the Python and Node packages.
 #
 #   bash scripts/test.sh            # everything (installs the peers on first use, ~2 min)
 #   CRYO_TEST_FAST=1 bash ...       # Rust only, peers-dependent tests skip themselves
@@ -82,5 +83,18 @@ if [ -n "$PY312" ] && [ -x "$PY312" ]; then
   target/py312-venv/bin/pip install -q 'pyiceberg[sql-sqlite,pyarrow]==0.12.0' 'duckdb==1.5.5' 'pytest>=8' 'mypy==2.4.1'
   target/py312-venv/bin/python -m pytest -q tests/py/test_python_api.py
 fi
+
+# The Node package: its npm dependencies (package-lock.json), the addon with its generated
+# index.d.ts (a debug build), then node's test runner: the API on demo lakes, errors and
+# secrets, and the parity with the Python package installed above (same grades, plans,
+# fingerprints and SQL, under a clock frozen by faketime).
+step "node package (cryo-node: npm ci, napi build, node --test)"
+if ! command -v faketime >/dev/null 2>&1; then
+  sudo=""; [ "$(id -u)" = 0 ] || sudo=sudo
+  $sudo apt-get update -qq && $sudo apt-get install -y -qq faketime >/dev/null
+fi
+npm --prefix cryo-node ci --no-audit --no-fund
+npm --prefix cryo-node run build
+node --test cryo-node/test/*.test.mjs
 
 step "done"
