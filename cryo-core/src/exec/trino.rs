@@ -926,7 +926,11 @@ mod tests {
         let err = c.execute("SELECT 1").await.unwrap_err();
         // A statement the server never accepted is submitted again, with doubling backoff:
         // 40 + 80 + 160 ms before giving up.
-        assert!(started.elapsed() >= Duration::from_millis(280), "{:?}", started.elapsed());
+        assert!(
+            started.elapsed() >= Duration::from_millis(280),
+            "{:?}",
+            started.elapsed()
+        );
         assert!(
             matches!(
                 err,
