@@ -341,6 +341,16 @@ impl ObjectStorage {
     /// Delete an object; deleting a missing object is not an error.
     pub async fn delete(&self, location: &str) -> Result<()> {
         let (store, loc) = self.resolve(location)?;
+        if loc.scheme == Scheme::File
+            && let Some(path) = local_path(location).filter(|p| is_unfinished_upload(p))
+        {
+            // object_store refuses these names (see `list_unfinished_uploads`).
+            return match tokio::fs::remove_file(&path).await {
+                Ok(()) => Ok(()),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+                Err(e) => Err(io_error(location, "delete", e)),
+            };
+        }
         match store.delete(&loc.key).await {
             Ok(()) | Err(object_store::Error::NotFound { .. }) => Ok(()),
             Err(e) => Err(storage_error(location, "delete", e)),
@@ -364,6 +374,100 @@ impl ObjectStorage {
             Err(e) => return Err(storage_error(prefix, "list", e)),
         };
         Ok(metas.iter().map(|m| listed(&loc, m)).collect())
+    }
+
+    /// The staging files of local writes that never finished under a directory-like prefix:
+    /// `<name>#<digits>`, where `object_store` streams a file before renaming it into place. A
+    /// process killed mid-write leaves one behind; `object_store`'s listing hides such names
+    /// (and refuses to delete them), so without this no orphan scan would ever find them.
+    /// Nothing references them. Empty for object stores, where an unfinished upload is not an
+    /// object.
+    pub async fn list_unfinished_uploads(&self, prefix: &str) -> Result<Vec<ListedObject>> {
+        let loc = StoreLocation::parse(prefix)?;
+        if loc.scheme != Scheme::File {
+            return Ok(Vec::new());
+        }
+        let Some(root) = local_path(prefix) else {
+            return Ok(Vec::new());
+        };
+        self.counters.record_list();
+        let owned = prefix.to_string();
+        tokio::task::spawn_blocking(move || {
+            let mut out = Vec::new();
+            walk_unfinished_uploads(&root, &mut out).map_err(|e| io_error(&owned, "list", e))?;
+            Ok(out)
+        })
+        .await
+        .map_err(|e| Error::Internal(format!("listing {prefix}: {e}")))?
+    }
+}
+
+/// The local path of a `file:` location (`file:///a`, `file:/a`, `/a`).
+fn local_path(location: &str) -> Option<std::path::PathBuf> {
+    let rest = location
+        .strip_prefix("file://")
+        .or_else(|| location.strip_prefix("file:"))
+        .unwrap_or(location);
+    rest.starts_with('/')
+        .then(|| std::path::PathBuf::from(format!("/{}", rest.trim_start_matches('/'))))
+}
+
+/// `object_store`'s rule for its local staging files: the part after the first `#` of the file
+/// name is all digits.
+fn is_unfinished_upload(path: &std::path::Path) -> bool {
+    path.file_name()
+        .and_then(|n| n.to_str())
+        .and_then(|n| n.split_once('#'))
+        .is_some_and(|(_, suffix)| !suffix.is_empty() && suffix.bytes().all(|b| b.is_ascii_digit()))
+}
+
+fn walk_unfinished_uploads(
+    dir: &std::path::Path,
+    out: &mut Vec<ListedObject>,
+) -> std::io::Result<()> {
+    let entries = match std::fs::read_dir(dir) {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(e),
+    };
+    for entry in entries {
+        let entry = entry?;
+        let path = entry.path();
+        // Symbolic links are not followed into directories (no cycles); staging files are
+        // regular files.
+        let kind = entry.file_type()?;
+        if kind.is_dir() {
+            walk_unfinished_uploads(&path, out)?;
+        } else if kind.is_file() && is_unfinished_upload(&path) {
+            let (Some(text), Ok(meta)) = (path.to_str(), entry.metadata()) else {
+                continue; // not UTF-8 (no Iceberg location can name it), or gone meanwhile
+            };
+            let modified = meta
+                .modified()
+                .ok()
+                .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+                .map_or(0, |d| d.as_millis() as i64);
+            out.push(ListedObject {
+                location: format!("file://{text}"),
+                size: meta.len(),
+                last_modified_ms: modified,
+            });
+        }
+    }
+    Ok(())
+}
+
+fn io_error(location: &str, op: &str, e: std::io::Error) -> Error {
+    let (message, retryable) = match e.kind() {
+        std::io::ErrorKind::NotFound => (format!("{op}: file not found"), false),
+        std::io::ErrorKind::PermissionDenied => (format!("{op}: access denied"), false),
+        _ => (format!("{op} failed"), true),
+    };
+    Error::Storage {
+        path: location.to_string(),
+        message,
+        source: Some(Box::new(e)),
+        retryable,
     }
 }
 
@@ -597,6 +701,89 @@ mod tests {
         assert!(normalize_location("relative/path").is_err());
         assert!(normalize_location("gs2://x/y").is_err());
         assert!(normalize_location("s3:///nobucket").is_err());
+    }
+
+    #[test]
+    fn staging_file_names_follow_object_store() {
+        let staged = |s: &str| is_unfinished_upload(std::path::Path::new(s));
+        assert!(staged("/t/data/x.parquet#1"));
+        assert!(staged("/t/metadata/snap-1.avro#12"));
+        assert!(!staged("/t/data/x.parquet"));
+        assert!(!staged("/t/data/x.parquet#"));
+        assert!(!staged("/t/data/a#b.parquet"));
+        assert!(
+            !staged("/t/data/a#1#2"),
+            "object_store splits at the first `#`"
+        );
+        assert!(!staged("/t/data#1/x.parquet"), "only the file name counts");
+        let p = |s: &str| local_path(s).map(|p| p.display().to_string());
+        assert_eq!(p("file:///tmp/t/x#1").as_deref(), Some("/tmp/t/x#1"));
+        assert_eq!(p("file:/tmp/t/").as_deref(), Some("/tmp/t/"));
+        assert_eq!(p("/tmp/t").as_deref(), Some("/tmp/t"));
+        assert_eq!(p("file://host/t"), None);
+    }
+
+    #[tokio::test]
+    async fn staging_files_are_listed_and_deleted_on_local_storage_only() {
+        let dir = tempfile::tempdir().unwrap();
+        let storage = ObjectStorageFactory::new().storage(HashMap::new());
+        let root = format!("file://{}", dir.path().display());
+        storage
+            .write_all(
+                &format!("{root}/t/data/ok.parquet"),
+                Bytes::from_static(b"ok"),
+            )
+            .await
+            .unwrap();
+        std::fs::write(dir.path().join("t/data/ok.parquet#1"), b"half").unwrap();
+        std::fs::create_dir_all(dir.path().join("t/metadata")).unwrap();
+        std::fs::write(dir.path().join("t/metadata/m.avro#2"), b"h").unwrap();
+        let names = |v: Vec<ListedObject>| {
+            let mut v: Vec<String> = v.into_iter().map(|o| o.location).collect();
+            v.sort();
+            v
+        };
+        assert_eq!(
+            names(storage.list(&format!("{root}/t/")).await.unwrap()),
+            vec![format!("{root}/t/data/ok.parquet")],
+            "object_store hides them"
+        );
+        let staged = storage
+            .list_unfinished_uploads(&format!("{root}/t/"))
+            .await
+            .unwrap();
+        assert!(staged.iter().all(|o| o.size > 0 && o.last_modified_ms > 0));
+        assert_eq!(
+            names(staged),
+            vec![
+                format!("{root}/t/data/ok.parquet#1"),
+                format!("{root}/t/metadata/m.avro#2")
+            ]
+        );
+        storage
+            .delete(&format!("{root}/t/data/ok.parquet#1"))
+            .await
+            .unwrap();
+        storage
+            .delete(&format!("{root}/t/data/ok.parquet#1"))
+            .await
+            .unwrap();
+        assert!(!dir.path().join("t/data/ok.parquet#1").exists());
+        assert!(dir.path().join("t/data/ok.parquet").exists());
+        assert!(
+            storage
+                .list_unfinished_uploads(&format!("{root}/missing/"))
+                .await
+                .unwrap()
+                .is_empty()
+        );
+        assert!(
+            storage
+                .list_unfinished_uploads("memory://x/t/")
+                .await
+                .unwrap()
+                .is_empty()
+        );
     }
 
     #[tokio::test]

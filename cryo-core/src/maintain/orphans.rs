@@ -4,7 +4,8 @@
 //! ```text
 //! catalog ──every table──▶ shared-path check: another table's location equals, contains or
 //!                          nests in this one ─▶ Error::Refused (or, on request, its files protected)
-//! table location ──one recursive LIST──▶ listed files (hidden paths skipped, as Java does)
+//! table location ──one recursive LIST──▶ listed files (hidden paths skipped, as Java does;
+//!                  on local storage with the `name#N` staging files killed writers leave)
 //! metadata, loaded after the listing ──▶ referenced: every snapshot's manifest list, manifests
 //!     and live data/delete files; current and logged metadata.json; version hint; statistics
 //! listed − referenced − younger than older_than ──▶ orphans (the dry-run answer)
@@ -540,9 +541,12 @@ pub(crate) struct Listed {
     pub(crate) last_modified_ms: i64,
 }
 
-/// One recursive listing of everything under `location` (never above it).
+/// One recursive listing of everything under `location` (never above it), with the staging
+/// files of local writes that never finished (a killed writer's, Cryo's own included).
 pub(crate) async fn list_location(table: &LoadedTable, location: &str) -> Result<Vec<Listed>> {
-    let listed = table.storage.list(&format!("{location}/")).await?;
+    let prefix = format!("{location}/");
+    let mut listed = table.storage.list(&prefix).await?;
+    listed.extend(table.storage.list_unfinished_uploads(&prefix).await?);
     Ok(listed
         .into_iter()
         .map(|o| Listed {

@@ -232,6 +232,77 @@ async fn orphans_found_kept_and_deleted_on_a_local_table() {
     assert!(after.orphans.is_empty());
 }
 
+/// A writer killed mid-write (Cryo's own compaction among them, see
+/// `tests/py/test_crash_safety.py`) leaves the local staging file `object_store` streams into
+/// before the rename: `<name>#<digits>`. `object_store` hides such names from listings and
+/// refuses to delete them; the orphan finder must still find and remove them.
+#[tokio::test]
+async fn orphans_include_staging_files_of_interrupted_local_writes() {
+    let dir = tempfile::tempdir().unwrap();
+    let catalog = sql_catalog(dir.path()).await;
+    let (id, t) = seeded(&catalog, "events").await;
+    let root = local(t.metadata.location());
+    let referenced = files_under(&root);
+    let some_data = live_files(&t).await.unwrap()[0]
+        .file
+        .file_path()
+        .to_string();
+    let data_bytes = std::fs::read(local(&some_data)).unwrap();
+    let staged: BTreeSet<PathBuf> = [
+        plant(
+            &root.join("data/ts_day=2026-01-01/00000-0-killed.parquet#1"),
+            &data_bytes[..data_bytes.len() / 2],
+            true,
+        ),
+        plant(&root.join("metadata/killed-m0.avro#12"), b"Obj\x01", true),
+        plant(
+            &root.join("metadata/00009-killed.metadata.json#3"),
+            b"{",
+            true,
+        ),
+    ]
+    .into();
+    // Names with a `#` that are not staging files are ordinary files (listed all along).
+    let ordinary: BTreeSet<PathBuf> = [
+        plant(&root.join("data/a#b.parquet"), b"x", true),
+        plant(&root.join("data/c#1x.parquet"), b"x", true),
+    ]
+    .into();
+    // A write in progress right now: young, so kept.
+    let young = plant(
+        &root.join("data/ts_day=2026-01-02/00001-0-writing.parquet#1"),
+        b"PAR1",
+        false,
+    );
+    let all: BTreeSet<PathBuf> = staged.union(&ordinary).cloned().collect();
+
+    let dry = RemoveOrphanFiles::new(&catalog, id.clone())
+        .execute()
+        .await
+        .unwrap();
+    assert_eq!(orphan_paths(&dry), all);
+    assert_eq!(dry.young_unreferenced_files, 1);
+    assert_eq!(dry.listed_files, referenced.len() as u64 + 6);
+    assert!(staged.iter().all(|p| p.exists()), "the dry run deleted");
+
+    let real = RemoveOrphanFiles::new(&catalog, id.clone())
+        .dry_run(false)
+        .execute()
+        .await
+        .unwrap();
+    assert!(real.failures.is_empty(), "{:?}", real.failures);
+    assert_eq!(real.deleted_files, all.len() as u64);
+    for p in &all {
+        assert!(!p.exists(), "{} not deleted", p.display());
+    }
+    assert!(young.exists());
+    let mut left = referenced.clone();
+    left.insert(young);
+    assert_eq!(files_under(&root), left);
+    let reloaded = catalog.load_table(&id).await.unwrap();
+    assert_eq!(read_rows(&reloaded).await, expected(&ids_after_seed()));
+}
+
 #[tokio::test]
 async fn orphans_on_a_hadoop_table_keep_the_version_hint_and_every_metadata_file() {
     let dir = tempfile::tempdir().unwrap();
