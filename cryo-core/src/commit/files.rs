@@ -42,6 +42,9 @@ pub async fn live_files(table: &LoadedTable) -> Result<Vec<LiveFile>> {
             Ok::<_, Error>((mf, manifest))
         })
         .buffered(MANIFEST_READ_CONCURRENCY)
+        // Boxed: without it rustc cannot prove this stream's borrows `Send` for every
+        // lifetime, and callers could not `tokio::spawn` the operation.
+        .boxed()
         .try_collect()
         .await?;
     let mut out = Vec::new();

@@ -741,6 +741,9 @@ impl SnapshotProducer {
                 Ok::<_, Error>((mf, manifest))
             })
             .buffered(MANIFEST_READ_CONCURRENCY)
+            // Boxed: without it rustc cannot prove this stream's borrows `Send` for every
+            // lifetime, and callers could not `tokio::spawn` the operation.
+            .boxed()
             .try_collect()
             .await?;
 

@@ -467,6 +467,9 @@ impl ManifestCache {
                 Ok::<_, Error>((mf.manifest_path.clone(), Arc::new(manifest)))
             })
             .buffered(MANIFEST_READ_CONCURRENCY)
+            // Boxed: without it rustc cannot prove this stream's borrows `Send` for every
+            // lifetime, and callers could not `tokio::spawn` the operation.
+            .boxed()
             .try_collect()
             .await?;
         self.loaded.extend(read);

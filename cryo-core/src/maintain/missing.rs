@@ -291,6 +291,9 @@ impl Presence {
                 (p, r)
             })
             .buffer_unordered(concurrency)
+            // Boxed: without it rustc cannot prove this stream's borrows `Send` for every
+            // lifetime, and callers could not `tokio::spawn` the operation.
+            .boxed()
             .collect()
             .await;
         self.outside.extend(checked);
@@ -420,6 +423,9 @@ async fn check_table(
                 }
             })
             .buffer_unordered(conc)
+            // Boxed: without it rustc cannot prove this stream's borrows `Send` for every
+            // lifetime, and callers could not `tokio::spawn` the operation.
+            .boxed()
             .collect()
             .await;
     let mut snapshot_manifests: HashMap<i64, Vec<ManifestFile>> = HashMap::new();
@@ -466,6 +472,9 @@ async fn check_table(
             }
         })
         .buffer_unordered(conc)
+        // Boxed: without it rustc cannot prove this stream's borrows `Send` for every
+        // lifetime, and callers could not `tokio::spawn` the operation.
+        .boxed()
         .collect()
         .await;
     let mut entries: HashMap<String, Option<Vec<LiveEntry>>> = HashMap::new();

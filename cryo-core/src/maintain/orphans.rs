@@ -471,6 +471,9 @@ impl<'a> RemoveOrphanFiles<'a> {
         let results: Vec<(&OrphanFile, Result<()>)> = futures::stream::iter(orphans)
             .map(|f| async move { (f, storage.delete(&f.path).await) })
             .buffer_unordered(self.options.concurrency)
+            // Boxed: without it rustc cannot prove this stream's borrows `Send` for every
+            // lifetime, and callers could not `tokio::spawn` the operation.
+            .boxed()
             .collect()
             .await;
         for (f, r) in results {
@@ -674,6 +677,9 @@ async fn shared_tables(
             (id, t)
         })
         .buffered(concurrency.min(8))
+        // Boxed: without it rustc cannot prove this stream's borrows `Send` for every
+        // lifetime, and callers could not `tokio::spawn` the operation.
+        .boxed()
         .collect()
         .await;
     let mut out = Vec::new();
@@ -1069,6 +1075,9 @@ pub(crate) async fn table_references(
     let lists: Vec<Vec<ManifestFile>> = futures::stream::iter(snapshots.iter())
         .map(|s| read_manifest_list(table, s))
         .buffer_unordered(concurrency)
+        // Boxed: without it rustc cannot prove this stream's borrows `Send` for every
+        // lifetime, and callers could not `tokio::spawn` the operation.
+        .boxed()
         .try_collect()
         .await?;
     out.extend(snapshots.iter().map(|s| s.manifest_list().to_string()));
@@ -1080,6 +1089,9 @@ pub(crate) async fn table_references(
     let entries: Vec<Vec<LiveEntry>> = futures::stream::iter(manifests.values())
         .map(|mf| read_live_entries(table, mf))
         .buffer_unordered(concurrency)
+        // Boxed: without it rustc cannot prove this stream's borrows `Send` for every
+        // lifetime, and callers could not `tokio::spawn` the operation.
+        .boxed()
         .try_collect()
         .await?;
     out.extend(entries.into_iter().flatten().map(|e| e.path));
