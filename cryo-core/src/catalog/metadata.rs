@@ -59,6 +59,7 @@ pub fn parse_table_metadata(table: &str, location: &str, bytes: &[u8]) -> Result
             ),
         });
     }
+    check_timestamps(table, location, &value)?;
     serde_json::from_value(value).map_err(|e| {
         Error::metadata(
             table,
@@ -66,6 +67,41 @@ pub fn parse_table_metadata(table: &str, location: &str, bytes: &[u8]) -> Result
             format!("does not match the Iceberg spec: {e}"),
         )
     })
+}
+
+/// The largest magnitude a timestamp in `metadata.json` may have: the end of year 9999, in ms
+/// from the epoch. Upstream's parser subtracts log timestamps from one another unchecked (a
+/// panic in debug builds, a wrong answer in release ones, for values near `i64::MAX`); no
+/// writer means such values as instants, and refusing them also keeps every age Cryo computes
+/// in range.
+const MAX_TIMESTAMP_MS: i64 = 253_402_300_799_999;
+
+/// Every `timestamp-ms` of snapshots and logs, and `last-updated-ms`, lies within
+/// ±[`MAX_TIMESTAMP_MS`]. Values that are not integers are left to the full parse.
+fn check_timestamps(table: &str, location: &str, value: &serde_json::Value) -> Result<()> {
+    let listed = ["snapshots", "snapshot-log", "metadata-log"]
+        .into_iter()
+        .flat_map(|list| {
+            value
+                .get(list)
+                .and_then(serde_json::Value::as_array)
+                .into_iter()
+                .flatten()
+                .map(move |e| (list, e.get("timestamp-ms")))
+        });
+    let fields = std::iter::once(("table", value.get("last-updated-ms"))).chain(listed);
+    for (what, v) in fields {
+        if let Some(ms) = v.and_then(serde_json::Value::as_i64)
+            && !(-MAX_TIMESTAMP_MS..=MAX_TIMESTAMP_MS).contains(&ms)
+        {
+            return Err(Error::metadata(
+                table,
+                location,
+                format!("a timestamp in `{what}` is no instant of years -9999 to 9999: {ms} ms"),
+            ));
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -85,5 +121,44 @@ mod tests {
         assert!(matches!(e, Error::Metadata { .. }), "{e}");
         let e = parse_table_metadata("t", "m.json", &[0x1f, 0x8b, 0, 1]).unwrap_err();
         assert!(e.to_string().contains("gzip"), "{e}");
+    }
+
+    fn with_log(last_updated: i64, logged: i64) -> Vec<u8> {
+        format!(
+            r#"{{"format-version":2,"table-uuid":"9c12d441-03fe-4693-9a96-a0705ddf69c1",
+            "location":"s3://b/wh/t","last-sequence-number":0,"last-updated-ms":{last_updated},
+            "last-column-id":1,"current-schema-id":0,"schemas":[{{"type":"struct","schema-id":0,
+            "fields":[{{"id":1,"name":"x","required":true,"type":"long"}}]}}],"default-spec-id":0,
+            "partition-specs":[{{"spec-id":0,"fields":[]}}],"last-partition-id":999,
+            "default-sort-order-id":0,"sort-orders":[{{"order-id":0,"fields":[]}}],
+            "properties":{{}},"snapshots":[],"snapshot-log":[],
+            "metadata-log":[{{"metadata-file":"s3://b/wh/t/metadata/v1.json","timestamp-ms":{logged}}}]}}"#
+        )
+        .into_bytes()
+    }
+
+    /// Upstream's parser subtracts these unchecked (`attempt to subtract with overflow` in debug
+    /// builds): the check must refuse them first, with a typed error naming table and file.
+    #[test]
+    fn timestamps_that_are_no_instants_are_refused_before_upstream_parses_them() {
+        let ok = parse_table_metadata(
+            "t",
+            "m.json",
+            &with_log(1_602_638_573_590, 1_602_638_500_000),
+        );
+        assert!(ok.is_ok(), "{ok:?}");
+        for (updated, logged) in [
+            (i64::MAX, i64::MIN),
+            (1_602_638_573_590, i64::MIN),
+            (i64::MIN, 1_602_638_573_590),
+            (MAX_TIMESTAMP_MS + 1, 0),
+        ] {
+            let e = parse_table_metadata("db.t", "m.json", &with_log(updated, logged)).unwrap_err();
+            assert!(
+                matches!(&e, Error::Metadata { table, location, .. } if table == "db.t" && location == "m.json"),
+                "{e}"
+            );
+            assert!(e.to_string().contains("no instant"), "{e}");
+        }
     }
 }
