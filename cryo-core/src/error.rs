@@ -167,6 +167,43 @@ impl Error {
         }
     }
 
+    /// The message, prefixed with `table` unless it names the table already: for outcomes
+    /// that carry a failure as text (a compaction group's), which must say whose it is.
+    pub(crate) fn message_for(&self, table: &impl fmt::Display) -> String {
+        let message = self.to_string();
+        let table = table.to_string();
+        if message.contains(&table) {
+            message
+        } else {
+            format!("{table}: {message}")
+        }
+    }
+
+    /// The same error with `table` named in its message when it does not name it already: for
+    /// errors built where only a property map or a path is at hand.
+    pub(crate) fn in_table(self, table: &impl fmt::Display) -> Self {
+        let table = table.to_string();
+        let named = |message: String| {
+            if message.contains(&table) {
+                message
+            } else {
+                format!("{table}: {message}")
+            }
+        };
+        match self {
+            Error::Config { message } => Error::Config {
+                message: named(message),
+            },
+            Error::Validation { message } => Error::Validation {
+                message: named(message),
+            },
+            Error::Unsupported { message } => Error::Unsupported {
+                message: named(message),
+            },
+            other => other,
+        }
+    }
+
     pub(crate) fn config(message: impl fmt::Display) -> Self {
         Error::Config {
             message: message.to_string(),

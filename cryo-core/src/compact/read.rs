@@ -11,6 +11,7 @@
 //! `concurrency` files are open at once; batches go through one bounded channel.
 
 use std::collections::HashMap;
+use std::fmt::Write as _;
 use std::sync::Arc;
 
 use arrow_array::{Array, ArrayRef, BooleanArray, RecordBatch, make_array};
@@ -47,9 +48,22 @@ const NAME_MAPPING: &str = "schema.name-mapping.default";
 
 pub(crate) fn storage_err(path: &str, what: &str, e: iceberg::Error) -> Error {
     let retryable = e.retryable();
+    // Upstream's message is often generic ("file scan task generate failed"); what went wrong
+    // (a corrupt footer, not a Parquet file at all) is in its source.
+    // Cryo's own storage errors arrive rendered ("storage: read: file not found (<path>)"):
+    // keep what happened, not the variant's prefix and the path a second time.
+    let inner = e.message();
+    let inner = inner.strip_suffix(&format!(" ({path})")).unwrap_or(inner);
+    let inner = inner.strip_prefix("storage: ").unwrap_or(inner);
+    let mut message = format!("{what}: {inner}");
+    if let Some(cause) = std::error::Error::source(&e).map(ToString::to_string)
+        && !message.contains(&cause)
+    {
+        let _ = write!(message, ": {cause}");
+    }
     Error::Storage {
         path: path.to_string(),
-        message: format!("{what}: {}", e.message()),
+        message,
         source: Some(Box::new(e)),
         retryable,
     }

@@ -256,10 +256,10 @@ fn rewritten_outcome(r: &RewrittenGroup, status: GroupStatus, retries: u32) -> G
     }
 }
 
-fn failed(e: &Error, files_deleted: bool) -> GroupStatus {
+fn failed(table: &TableId, e: &Error, files_deleted: bool) -> GroupStatus {
     GroupStatus::Failed {
         code: e.code().to_string(),
-        message: e.to_string(),
+        message: e.message_for(table),
         files_deleted,
     }
 }
@@ -575,14 +575,15 @@ impl RewrittenCompaction<'_> {
                 Err(e) => {
                     let deleted = cleanup_group(&self.base, &r).await.is_ok();
                     self.failures
-                        .push(group_outcome(&group, failed(&e, deleted)));
+                        .push(group_outcome(&group, failed(&self.table, &e, deleted)));
                     Ok(None)
                 }
             },
             // rewrite_group deletes what it wrote before it returns an error.
             Err(e) => {
                 tracing::warn!(table = %self.table, group = group.id, error = %e, "group rewrite failed");
-                self.failures.push(group_outcome(&group, failed(&e, true)));
+                self.failures
+                    .push(group_outcome(&group, failed(&self.table, &e, true)));
                 Ok(None)
             }
         }
@@ -592,7 +593,8 @@ impl RewrittenCompaction<'_> {
     fn commit_loop(&self) -> Result<CommitLoop> {
         let policy = match &self.run.retry {
             Some(p) => p.clone(),
-            None => RetryPolicy::for_table(self.base.metadata.properties())?,
+            None => RetryPolicy::for_table(self.base.metadata.properties())
+                .map_err(|e| e.in_table(&self.table))?,
         };
         Ok(CommitLoop {
             committer: self.catalog.committer()?,
@@ -636,7 +638,7 @@ impl RewrittenCompaction<'_> {
                         "not attempted: an earlier commit of this run failed ({reason})"
                     ));
                     st.results
-                        .push(rewritten_outcome(&g, failed(&e, deleted), 0));
+                        .push(rewritten_outcome(&g, failed(&self.table, &e, deleted), 0));
                 }
                 continue;
             }
@@ -816,7 +818,7 @@ impl RewrittenCompaction<'_> {
                         for g in &groups {
                             out.push(rewritten_outcome(
                                 g,
-                                failed(&e, false),
+                                failed(&self.table, &e, false),
                                 retry.failed_attempts(),
                             ));
                         }
@@ -873,7 +875,11 @@ impl RewrittenCompaction<'_> {
             if delete_files {
                 let _ = cleanup_group(s0, &g).await;
             }
-            out.push(rewritten_outcome(&g, failed(e, delete_files), 0));
+            out.push(rewritten_outcome(
+                &g,
+                failed(&self.table, e, delete_files),
+                0,
+            ));
         }
         out
     }

@@ -823,7 +823,8 @@ impl PreparedManifestRewrite<'_> {
         let committer = catalog.committer()?;
         let policy = match &options.retry {
             Some(p) => p.clone(),
-            None => RetryPolicy::for_table(base.metadata.properties())?,
+            None => RetryPolicy::for_table(base.metadata.properties())
+                .map_err(|e| e.in_table(&base.id))?,
         };
         let mut retry = CommitRetry::new(policy)?;
         let replaced = outcome.plan.replaced_paths();

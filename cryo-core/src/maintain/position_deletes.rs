@@ -794,7 +794,8 @@ impl PreparedPositionDeleteRewrite<'_> {
                 };
                 let policy = match &self.options.retry {
                     Some(p) => Ok(p.clone()),
-                    None => RetryPolicy::for_table(self.base.metadata.properties()),
+                    None => RetryPolicy::for_table(self.base.metadata.properties())
+                        .map_err(|e| e.in_table(&self.base.id)),
                 };
                 let (group_outcomes, snapshot) = match policy {
                     Ok(policy) => {
@@ -858,10 +859,10 @@ fn written_outcome(
     }
 }
 
-fn failed(e: &Error, files_deleted: bool) -> DeleteGroupStatus {
+fn failed(table: &TableId, e: &Error, files_deleted: bool) -> DeleteGroupStatus {
     DeleteGroupStatus::Failed {
         code: e.code().to_string(),
-        message: e.to_string(),
+        message: e.message_for(table),
         files_deleted,
     }
 }
@@ -906,7 +907,7 @@ async fn rewrite_groups(
             }
             Err(e) => {
                 tracing::warn!(table = %plan.table, partition = %group.partition.path, error = %e, "reading position deletes failed");
-                failures.push(planned_outcome(group, failed(&e, true)));
+                failures.push(planned_outcome(group, failed(&plan.table, &e, true)));
             }
         }
     }
@@ -932,7 +933,7 @@ async fn rewrite_groups(
         Err(e) => {
             for r in rewritten.drain(..) {
                 if let Some(g) = plan.groups.get(r.group) {
-                    failures.push(planned_outcome(g, failed(&e, true)));
+                    failures.push(planned_outcome(g, failed(&plan.table, &e, true)));
                 }
             }
         }
@@ -1036,7 +1037,12 @@ async fn commit_groups(
         for r in groups {
             let deleted = delete && delete_files(base, &r).await;
             if let Some(g) = group_of(&r) {
-                res.push(written_outcome(&g, &r, failed(e, deleted), retries));
+                res.push(written_outcome(
+                    &g,
+                    &r,
+                    failed(&plan.table, e, deleted),
+                    retries,
+                ));
             }
         }
         res
@@ -1128,7 +1134,7 @@ async fn commit_groups(
             Ok(()) => DeleteGroupStatus::Committed { snapshot_id },
             Err(e) => {
                 tracing::error!(table = %plan.table, error = %e, "post-commit verification failed");
-                failed(&e, false)
+                failed(&plan.table, &e, false)
             }
         };
         for r in &groups {

@@ -24,10 +24,12 @@ use serde::{Deserialize, Serialize};
 use super::expire::{ExpireOptions, ExpireSnapshots};
 use super::manifests::{RewriteManifests, RewriteManifestsOptions};
 use super::orphans::{RemoveOrphanFiles, RemoveOrphanFilesOptions};
-use super::position_deletes::{RewritePositionDeletes, RewritePositionDeletesOptions};
+use super::position_deletes::{
+    DeleteGroupStatus, RewritePositionDeletes, RewritePositionDeletesOptions,
+};
 use crate::catalog::{Catalog, TableId};
 use crate::clock::{Clock, SystemClock};
-use crate::compact::{CompactOptions, Compaction, RunOptions as CompactRunOptions};
+use crate::compact::{CompactOptions, Compaction, GroupStatus, RunOptions as CompactRunOptions};
 use crate::error::{Error, Result};
 use crate::govern::TableLocks;
 use crate::ops::Operation;
@@ -346,7 +348,7 @@ impl<'a> MaintenanceRun<'a> {
             }
             Err(e) => {
                 tracing::warn!(table = %id, operation = %step.operation, error = %e, "maintenance step failed");
-                r.reason = Some(e.to_string());
+                r.reason = Some(e.message_for(id));
                 r.details
                     .insert("error_code".into(), serde_json::Value::from(e.code()));
             }
@@ -529,11 +531,21 @@ impl<'a> MaintenanceRun<'a> {
         details.insert("conflicted_groups".into(), o.conflicted_groups().into());
         details.insert("failed_groups".into(), o.failed_groups().into());
         let groups = o.groups.len();
+        let first_failure = o.groups.iter().find_map(|g| match &g.status {
+            DeleteGroupStatus::Failed { code, message, .. } => {
+                Some((code.clone(), message.clone()))
+            }
+            _ => None,
+        });
+        let because = first_failure.map_or_else(String::new, |(code, message)| {
+            details.insert("error_code".into(), code.into());
+            format!("; first failure: {message}")
+        });
         let (status, reason) = if !dry_run && groups > 0 && o.committed_groups() == 0 {
             (
                 ReceiptStatus::Failed,
                 Some(format!(
-                    "no group committed ({} conflicted, {} failed)",
+                    "no group committed ({} conflicted, {} failed){because}",
                     o.conflicted_groups(),
                     o.failed_groups()
                 )),
@@ -704,6 +716,7 @@ impl<'a> MaintenanceRun<'a> {
         let mut snapshots_after = Vec::new();
         let (mut groups, mut committed, mut conflicted, mut failed) = (0usize, 0, 0, 0);
         let (mut rows_deleted, mut delete_files_removed) = (0u64, 0u64);
+        let mut first_failure: Option<(String, String)> = None;
         for chunk in &step.chunks {
             let outcome = Compaction::new(self.catalog, table.clone())
                 .with_options(CompactOptions::from_step(step, chunk)?)
@@ -721,6 +734,14 @@ impl<'a> MaintenanceRun<'a> {
             failed += outcome.failed_groups();
             rows_deleted += outcome.rows_deleted();
             delete_files_removed += outcome.delete_files_removed();
+            if first_failure.is_none() {
+                first_failure = outcome.groups.iter().find_map(|g| match &g.status {
+                    GroupStatus::Failed { code, message, .. } => {
+                        Some((code.clone(), message.clone()))
+                    }
+                    _ => None,
+                });
+            }
             if outcome.dry_run {
                 before.files += outcome
                     .plan
@@ -749,20 +770,26 @@ impl<'a> MaintenanceRun<'a> {
         details.insert("failed_groups".into(), failed.into());
         details.insert("rows_deleted".into(), rows_deleted.into());
         details.insert("delete_files_removed".into(), delete_files_removed.into());
+        // The first failure, typed and named, so that the receipt says what broke and where.
+        let because = first_failure.map_or_else(String::new, |(code, message)| {
+            let text = format!("; first failure: {message}");
+            details.insert("error_code".into(), code.into());
+            text
+        });
         let (status, reason) = if done == ReceiptStatus::DryRun {
             (done, None)
         } else if groups > 0 && committed == 0 {
             (
                 ReceiptStatus::Failed,
                 Some(format!(
-                    "no group committed ({conflicted} conflicted with concurrent writers, {failed} failed)"
+                    "no group committed ({conflicted} conflicted with concurrent writers, {failed} failed){because}"
                 )),
             )
         } else if conflicted + failed > 0 {
             (
                 done,
                 Some(format!(
-                    "{committed} of {groups} groups committed ({conflicted} conflicted, {failed} failed; their files were removed)"
+                    "{committed} of {groups} groups committed ({conflicted} conflicted, {failed} failed; their files were removed){because}"
                 )),
             )
         } else {
