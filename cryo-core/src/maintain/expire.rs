@@ -36,9 +36,12 @@
 //! Safety (DESIGN §10): a dry run is the default and changes nothing; nothing is deleted before
 //! the commit succeeded; a table with `gc.enabled=false` is refused ([`Error::Refused`]: its
 //! files may belong to another table); files outside the table's location (and its
-//! `write.data.path` / `write.metadata.path`) are never deleted, only reported; a retained
-//! manifest that cannot be read stops all deletion (the outcome says why: the snapshots are
-//! expired, the files stay for orphan removal); a failed delete is reported, never fatal.
+//! `write.data.path` / `write.metadata.path`) are never deleted, only reported; which files
+//! become unreachable is proved before the commit, so a manifest list or manifest that cannot
+//! be read fails a real run as it fails the dry run, with nothing expired (should the commit
+//! land on a newer head, the proof is redone after it, and a failure there stops all deletion:
+//! the outcome says why, the files stay for orphan removal); a failed delete is reported,
+//! never fatal.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::hash::BuildHasherDefault;
@@ -637,8 +640,8 @@ pub struct ExpireOutcome {
     pub failures: Vec<DeleteFailure>,
     /// Unreachable files outside the table's location, never deleted.
     pub kept_outside_location: Vec<String>,
-    /// Why no file was deleted although snapshots were expired (a retained manifest could not
-    /// be read, so reachability could not be proven).
+    /// Why no file was deleted although snapshots were expired: the commit landed on a newer
+    /// head than the one reachability was proved on, and a manifest of it could not be read.
     pub cleanup_error: Option<String>,
     /// Expired metadata that could not be read (its files are left for orphan removal).
     pub warnings: Vec<String>,
@@ -738,28 +741,33 @@ impl<'a> ExpireSnapshots<'a> {
         options.validate()?;
         let base = self.catalog.load_table(&self.table).await?;
         let name = base.id.to_string();
-        if !base
+        if let Some(v) = base
             .metadata
             .properties()
             .get(GC_ENABLED)
-            .is_none_or(|v| v.trim().eq_ignore_ascii_case("true"))
+            .filter(|v| !v.trim().eq_ignore_ascii_case("true"))
         {
             return Err(Error::Refused {
                 table: name,
-                reason: "gc.enabled is false: the table's files may belong to another table \
-                         (a snapshot or migrated table); expiring would delete them"
-                    .into(),
+                reason: format!(
+                    "gc.enabled is {v} (not `true`): the table's files may belong to another \
+                     table (a snapshot or migrated table); expiring would delete them"
+                ),
             });
         }
         let committer = committer.filter(|_| !options.dry_run);
         let policy = match &options.retry {
             Some(p) => p.clone(),
-            None => RetryPolicy::for_table(base.metadata.properties())?,
+            None => RetryPolicy::for_table(base.metadata.properties())
+                .map_err(|e| e.in_table(&base.id))?,
         };
         let mut retry = CommitRetry::new(policy)?;
         let now = self.clock.now_ms();
 
         let mut head = base.clone();
+        // The unreachable files, proved before the commit that expired them: (the head they were
+        // computed on, what they are).
+        let mut proved: Option<(Option<String>, Unreachable)> = None;
         let (retention, selection, after, dropped_metadata, metadata_sizes) = loop {
             let retention = Retention::resolve(options, head.metadata.properties(), now)?;
             let history = History::of(&name, &head.metadata)?;
@@ -781,14 +789,35 @@ impl<'a> ExpireSnapshots<'a> {
                 Vec::new()
             };
             let sizes = stat_all(&head.storage, &dropped).await;
-            let Some(committer) = &committer else {
-                let after = LoadedTable {
-                    metadata: Arc::new(predicted),
-                    metadata_location: None,
-                    ..head.clone()
-                };
-                break (retention, selection, after, dropped, sizes);
+            let predicted = LoadedTable {
+                metadata: Arc::new(predicted),
+                metadata_location: None,
+                ..head.clone()
             };
+            let Some(committer) = &committer else {
+                break (retention, selection, predicted, dropped, sizes);
+            };
+            if options.clean_files {
+                // Prove which files become unreachable before committing: a manifest list or
+                // manifest that cannot be read fails the real run exactly where its dry run
+                // fails, with nothing changed, instead of expiring the snapshots a person may
+                // need to roll a broken table back to and leaving the clean-up undone.
+                let kept: HashSet<i64> = predicted
+                    .metadata
+                    .snapshots()
+                    .map(|s| s.snapshot_id())
+                    .collect();
+                let expiring: BTreeSet<i64> = head
+                    .metadata
+                    .snapshots()
+                    .map(|s| s.snapshot_id())
+                    .filter(|id| !kept.contains(id))
+                    .collect();
+                let found =
+                    unreachable_files(&head, &predicted, &expiring, options.max_concurrent_reads)
+                        .await?;
+                proved = Some((head.metadata_location.clone(), found));
+            }
             match committer.commit(&head, changes).await {
                 Ok(new_head) => {
                     let dropped = dropped_from_log(&head, &new_head);
@@ -852,8 +881,15 @@ impl<'a> ExpireSnapshots<'a> {
 
         let mut to_delete: Vec<ExpiredFile> = Vec::new();
         if options.clean_files && !expired_ids.is_empty() {
-            match unreachable_files(&base, &after, &expired_ids, options.max_concurrent_reads).await
-            {
+            let found = match proved {
+                // Committed on the head the files were proved on: the same snapshots went.
+                Some((on, found)) if on == base.metadata_location => Ok(found),
+                _ => {
+                    unreachable_files(&base, &after, &expired_ids, options.max_concurrent_reads)
+                        .await
+                }
+            };
+            match found {
                 Ok(found) => {
                     outcome.warnings = found.warnings;
                     let roots = table_roots(&base.metadata);

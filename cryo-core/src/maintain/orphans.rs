@@ -20,9 +20,10 @@
 //! a file whose name holds `%20`, as in Java); a listed file is also kept when its
 //! percent-decoded path is referenced, so no spelling of a reference can turn into an orphan.
 //!
-//! Safety, in order: the table must not turn garbage collection off (`gc.enabled=false`); the
-//! window must leave at least [`MIN_RETENTION_MS`] unless explicitly overridden; no other table of
-//! the catalog may share the location; every metadata file must read (a missing or corrupt
+//! Safety, in order: the table must not turn garbage collection off (`gc.enabled` anything but
+//! `true`, as Java reads it); the window must leave at least [`MIN_RETENTION_MS`] unless
+//! explicitly overridden; no other table of the catalog may share the location; every
+//! metadata file must read (a missing or corrupt
 //! manifest refuses the run rather than make its files orphans); nothing outside the table
 //! location is ever listed or deleted; and the default is a dry run.
 
@@ -508,11 +509,15 @@ pub async fn remove_orphan_files(
 }
 
 fn refuse_if_gc_disabled(table: &LoadedTable) -> Result<()> {
+    // As Java reads it (`Boolean.parseBoolean`): anything but `true` turns garbage collection
+    // off, so a misspelled value refuses rather than deletes.
     let gc = table.metadata.properties().get("gc.enabled");
-    if gc.is_some_and(|v| v.trim().eq_ignore_ascii_case("false")) {
+    if let Some(v) = gc.filter(|v| !v.trim().eq_ignore_ascii_case("true")) {
         return Err(Error::Refused {
             table: table.id.to_string(),
-            reason: "the table sets gc.enabled=false (its files may belong to other tables)".into(),
+            reason: format!(
+                "the table sets gc.enabled={v} (not `true`: its files may belong to other tables)"
+            ),
         });
     }
     Ok(())
