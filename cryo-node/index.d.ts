@@ -86,6 +86,17 @@ export interface RunOptions extends Options {
   actor?: string
   deadlineMs?: number | null
   window?: Options | null
+  /** `runFleet` only: where tables go (`native`, or a name under `trino`). */
+  defaultDestination?: string
+  /** `runFleet` only: per-table destinations, by `namespace.table`. */
+  routes?: Record<string, string>
+  /** `runFleet` only: Trino destinations by name: `{ url | urls, user, password?, accessToken?,
+   * catalog, version, statementTimeoutMs?, … }` (cryo-core's `TrinoConfig` and `TrinoOptions`). */
+  trino?: Record<string, Options>
+  /** `runFleet` only: `{ limits?: { [destination]: Limits }, defaults?: Limits, bandit?: { [destination]: BanditConfig } }`. */
+  governor?: Options
+  /** `runFleet` only: a governor saved from `FleetOutcome.governorState` (what it learned, its limits). */
+  governorState?: string
 }
 
 /** Dialect options: Trino `{ catalog, version }`; Spark `{ catalog, sparkVersion, icebergVersion }`. */
@@ -178,6 +189,11 @@ export declare class Catalog {
 
 /** What a fleet run did: receipts for every decision and a report per table. */
 export declare class FleetOutcome {
+  /**
+   * The governor's state after the run (limits, slots, learned thresholds), as JSON: give it
+   * back as `runFleet`'s `governorState` to keep what it learned.
+   */
+  get governorState(): string
   /** Fingerprint of the plan that ran. */
   get planFingerprint(): string
   /** True when nothing was changed. */

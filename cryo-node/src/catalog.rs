@@ -9,8 +9,9 @@ use std::sync::Arc;
 
 use cryo_core::clock::SystemClock;
 use cryo_core::compact::{CompactOptions, Compaction, RunOptions};
-use cryo_core::exec::{FleetOptions, FleetRun};
-use cryo_core::govern::LocalLocks;
+use cryo_core::exec::trino::{TrinoConfig, TrinoEngine};
+use cryo_core::exec::{FleetOptions, FleetRun, SqlEngine};
+use cryo_core::govern::{Bandit, BanditConfig, Governor, Limits, LocalLocks};
 use cryo_core::grade::{GradeOptions, grade};
 use cryo_core::maintain::{
     ExpireOptions, FindMissingFilesOptions, MaintenanceOptions, MaintenanceRun,
@@ -21,6 +22,7 @@ use cryo_core::maintain::{
 use cryo_core::plan::{PlanOptions, plan_fleet};
 use cryo_core::progress::ProgressSink;
 use cryo_core::receipt::JsonLinesLog;
+use cryo_core::render::{TrinoDialect, TrinoOptions};
 use cryo_core::scan::arrow::files_batch;
 use cryo_core::scan::{
     FleetScanOptions, ScanOptions, TableScan as CoreScan, list_files, scan_fleet_with_progress,
@@ -31,7 +33,7 @@ use napi::Either;
 use napi::bindgen_prelude::{Buffer, Either3};
 use napi::threadsafe_function::{ThreadsafeFunction, ThreadsafeFunctionCallMode};
 use napi_derive::napi;
-use serde_json::Value;
+use serde_json::{Map, Value};
 
 use crate::arrow::ipc;
 use crate::convert::{options, options_pair, serde_name, take_string};
@@ -420,12 +422,26 @@ impl Catalog {
         let mut options = options;
         let lock_dir = take_string(&mut options, "lockDir", "lock_dir")?;
         let receipt_log = take_string(&mut options, "receiptLog", "receipt_log")?;
+        let governor_state = take_string(&mut options, "governorState", "governor_state")?;
+        let governor = take_object(&mut options, "governor")?;
+        let trino = take_object(&mut options, "trino")?;
+        let engines = trino_destinations(trino)?;
+        let governor = Arc::new(std::sync::Mutex::new(build_governor(
+            governor_state.as_deref(),
+            governor,
+        )?));
         let opts: FleetOptions = self::options("fleet options", options)?;
         let cat = Arc::clone(&self.inner);
         let plan = Arc::clone(&plan.inner);
         let progress = sink(progress);
+        let shared = Arc::clone(&governor);
         let outcome = run(Some(self.config()), move || async move {
-            let mut run = FleetRun::new(&cat, &plan).with_options(opts);
+            let mut run = FleetRun::new(&cat, &plan)
+                .with_options(opts)
+                .with_governor(shared);
+            for (name, engine) in engines {
+                run = run.with_engine(name, engine);
+            }
             if let Some(p) = progress {
                 run = run.with_progress(p);
             }
@@ -438,8 +454,13 @@ impl Catalog {
             run.execute().await
         })
         .await?;
+        let state = governor
+            .lock()
+            .map_err(|_| errors::internal("the governor's lock is poisoned"))
+            .and_then(|g| serde_json::to_string(&*g).map_err(errors::internal))?;
         Ok(FleetOutcome {
             inner: Arc::new(outcome),
+            governor_state: state,
         })
     }
 
@@ -456,4 +477,111 @@ impl Catalog {
             self.kind().unwrap_or_default()
         )
     }
+}
+
+/// Remove an object-valued option (`trino`, `governor`).
+fn take_object(options: &mut Option<Value>, key: &str) -> napi::Result<Option<Map<String, Value>>> {
+    let Some(Value::Object(map)) = options.as_mut() else {
+        return Ok(None);
+    };
+    match map.remove(key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::Object(m)) => Ok(Some(m)),
+        Some(_) => Err(errors::validation(format!("`{key}` must be an object"))),
+    }
+}
+
+/// `trino: { name: { url | urls, user, password, accessToken, catalog, version, … } }`: Trino
+/// destinations (connection options are cryo-core's `TrinoConfig`, `catalog`, `version` and the
+/// retention floors its `TrinoOptions`).
+fn trino_destinations(
+    trino: Option<Map<String, Value>>,
+) -> napi::Result<Vec<(String, Arc<dyn SqlEngine>)>> {
+    const DIALECT: [&str; 6] = [
+        "catalog",
+        "version",
+        "expireSnapshotsMinRetentionMs",
+        "expire_snapshots_min_retention_ms",
+        "removeOrphanFilesMinRetentionMs",
+        "remove_orphan_files_min_retention_ms",
+    ];
+    let mut out = Vec::new();
+    for (name, cfg) in trino.unwrap_or_default() {
+        let Value::Object(mut cfg) = cfg else {
+            return Err(errors::validation(format!(
+                "trino.{name} must be an object"
+            )));
+        };
+        let urls: Vec<Value> = match (cfg.remove("url"), cfg.remove("urls")) {
+            (Some(u @ Value::String(_)), None) => vec![u],
+            (None, Some(Value::Array(us))) => us,
+            _ => {
+                return Err(errors::validation(format!(
+                    "trino.{name}: give `url` (a string) or `urls` (an array of strings)"
+                )));
+            }
+        };
+        let mut dialect = Map::new();
+        for k in DIALECT {
+            if let Some(v) = cfg.remove(k) {
+                dialect.insert(k.to_string(), v);
+            }
+        }
+        let dialect = TrinoDialect::new(options::<TrinoOptions>(
+            "trino dialect",
+            Some(Value::Object(dialect)),
+        )?)
+        .map_err(|e| to_napi(&e, None))?;
+        let mut configs = Vec::with_capacity(urls.len());
+        for url in urls {
+            let mut c = cfg.clone();
+            c.insert("url".into(), url);
+            configs.push(options::<TrinoConfig>(
+                "trino connection",
+                Some(Value::Object(c)),
+            )?);
+        }
+        let engine = TrinoEngine::new(dialect, configs).map_err(|e| to_napi(&e, None))?;
+        out.push((name, Arc::new(engine) as Arc<dyn SqlEngine>));
+    }
+    Ok(out)
+}
+
+/// The governor: from a saved state (`governorState`, what `FleetOutcome.governorState` gave),
+/// else from `governor: { limits: { dest: {…} }, defaults: {…}, bandit: { dest: {…} } }`.
+fn build_governor(
+    state: Option<&str>,
+    config: Option<Map<String, Value>>,
+) -> napi::Result<Governor> {
+    if let Some(text) = state {
+        return serde_json::from_str(text).map_err(|e| {
+            errors::validation(format!("governorState is not a governor's state: {e}"))
+        });
+    }
+    let mut config = config.unwrap_or_default();
+    let defaults: Limits = options("governor defaults", config.remove("defaults"))?;
+    let mut g = Governor::new(defaults).map_err(|e| to_napi(&e, None))?;
+    let per = |v: Option<Value>, what: &str| -> napi::Result<Map<String, Value>> {
+        match v {
+            None | Some(Value::Null) => Ok(Map::new()),
+            Some(Value::Object(m)) => Ok(m),
+            Some(_) => Err(errors::validation(format!(
+                "governor.{what} must be an object"
+            ))),
+        }
+    };
+    for (dest, l) in per(config.remove("limits"), "limits")? {
+        let l: Limits = options("governor limits", Some(l))?;
+        g.set_limits(&dest, l).map_err(|e| to_napi(&e, None))?;
+    }
+    for (dest, b) in per(config.remove("bandit"), "bandit")? {
+        let b: BanditConfig = options("bandit config", Some(b))?;
+        g.attach_bandit(&dest, Bandit::new(b).map_err(|e| to_napi(&e, None))?);
+    }
+    if let Some(k) = config.keys().next() {
+        return Err(errors::validation(format!(
+            "governor: unknown key `{k}` (limits, defaults, bandit)"
+        )));
+    }
+    Ok(g)
 }

@@ -987,10 +987,18 @@ pub struct FleetTable {
 #[napi]
 pub struct FleetOutcome {
     pub(crate) inner: Arc<cryo_core::exec::FleetOutcome>,
+    pub(crate) governor_state: String,
 }
 
 #[napi]
 impl FleetOutcome {
+    /// The governor's state after the run (limits, slots, learned thresholds), as JSON: give it
+    /// back as `runFleet`'s `governorState` to keep what it learned.
+    #[napi(getter)]
+    pub fn governor_state(&self) -> String {
+        self.governor_state.clone()
+    }
+
     /// Fingerprint of the plan that ran.
     #[napi(getter)]
     pub fn plan_fingerprint(&self) -> String {

@@ -297,3 +297,47 @@ test('examples/grade.mjs grades the demo lake and prints the report', () => {
   assert.match(r.stdout, /fix: run rewrite_data_files/)
   assert.match(r.stdout, /plan [0-9a-f]{64}: \d+ steps/)
 })
+
+test('runFleet with a Trino destination: the governor defers while Trino cannot be reached, and keeps its state', async () => {
+  const own = await cryo.demoLake(join(tempDir(), 'lake'))
+  const cat = own.catalog
+  const plan = cat.plan(await cat.scanFleet())
+  const out = await cat.runFleet(plan, {
+    defaultDestination: 'trino',
+    dryRun: false,
+    deadlineMs: Date.now() + 1500,
+    minRetryMs: 100,
+    trino: { trino: { url: 'http://127.0.0.1:9', user: 'cryo', catalog: 'lake', version: 483, maxRetries: 0 } },
+    governor: { limits: { trino: { maxMaintenancePerDestination: 1, backoffMs: 300 } }, bandit: { trino: { minObservations: 5 } } },
+  })
+  const receipts = out.toObject().receipts
+  assert.equal(receipts.filter((r) => r.status === 'admitted').length, 0, 'an unreachable probe never admits')
+  assert.ok(receipts.some((r) => r.status === 'deferred' && /could not be probed/.test(r.reason)))
+  assert.ok(out.tables().every((t) => t.destination === 'trino'))
+  const state = JSON.parse(out.governorState)
+  assert.ok(state.destinations.trino.bandit, 'the bandit is part of the saved state')
+  // The saved state is accepted back; a wrong one is a ValidationError.
+  const again = await cat.runFleet(plan, { governorState: out.governorState })
+  assert.equal(again.dryRun, true)
+  await assert.rejects(cat.runFleet(plan, { governorState: '{nope' }), cryo.ValidationError)
+  await assert.rejects(cat.runFleet(plan, { trino: { t: { user: 'x' } } }), cryo.ValidationError)
+})
+
+test('runFleet on the real Trino (TRINO_URL): a dry run shows the Trino statements for every admitted step', async (t) => {
+  const url = process.env.TRINO_URL
+  if (!url) {
+    if (process.env.CRYO_REQUIRE_PEERS === '1') assert.fail('TRINO_URL is not set: scripts/services.sh did not start Trino')
+    t.skip('TRINO_URL not set (scripts/services.sh)')
+    return
+  }
+  const cat = lake.catalog
+  const plan = cat.plan(fleet)
+  const out = await cat.runFleet(plan, {
+    defaultDestination: 'trino',
+    trino: { trino: { url, user: 'cryo-node', catalog: 'lake', version: Number(process.env.TRINO_VERSION || 483) } },
+  })
+  const receipts = out.toObject().receipts
+  const shown = receipts.filter((r) => r.status === 'dry_run')
+  assert.ok(shown.length > 0, JSON.stringify(receipts.map((r) => [r.status, r.reason])))
+  assert.ok(shown.every((r) => r.engine === 'trino' && r.details.statements.every((s) => s.startsWith('ALTER TABLE "lake".'))))
+})
