@@ -31,6 +31,7 @@ PIP_SPECS=(
   'nbclient==0.11.0' 'nbformat==5.11.1' 'ipykernel==7.4.0'   # run examples/notebook.ipynb in the tests
   'tqdm==4.67.1'                # the cryo package's optional progress bars (tests/py/test_python_cli.py)
   'trino==0.340.0'              # Trino's DB-API client: tests/py/test_trino_peer.py against the real server
+  'bcrypt==5.0.0'               # services.sh hashes the Trino test user's password (file authenticator)
 )
 # Airflow and Dagster pin dependencies the peers above conflict with: they get their own venv.
 # Every version is pinned by scripts/orchestrators-constraints.txt (Airflow's constraints file
@@ -48,17 +49,26 @@ TRINO_JAVA_HOME=${CRYO_TRINO_JAVA_HOME:-/usr/lib/jvm/temurin-25-jdk-amd64}   # T
 # sha256 of $TRINO_HOME/MANIFEST.sha256 (every resolved jar: path and sha256). Maven's own check
 # (-C: every artifact against Central's .sha1) runs first; this pins the resolved set as a whole.
 TRINO_MANIFEST_SHA256=258c584350b28154cf49dea2eb9580575001dfcf67158cbdffefdbec62f61440
+# The password authenticator behind services.sh's HTTPS port: upstream's trino-password-authenticators
+# is not on Maven Central (none since 477; its 476 server tarball is 821 MB), so plugin/cryo-password-file
+# is scripts/trino/FilePasswordAuthenticatorPlugin.java (the same `file` authenticator and properties)
+# compiled against the server's SPI and at.favre.lib:bcrypt, upstream's bcrypt library. The sha256 of
+# `sha256sum` over the resolved jars (bcrypt and its one dependency, bytes) pins them.
+BCRYPT_JAVA_VERSION=0.10.2
+TRINO_PASSWORD_DEPS_SHA256=0dd6298ef5178fd07d75f5cfec68fe4d5845fdeb85b7aafbde56179149dd106d
+TRINO_PASSWORD_SRC="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/trino/FilePasswordAuthenticatorPlugin.java"
 TRINO_MAIN_SRC="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/trino/TrinoServer.java"
 WANT_TRINO=${CRYO_PEERS_TRINO:-1}
 # Anything that changes what gets installed must change this key (it invalidates the stamp).
-STAMP_KEY="v4 trino=$WANT_TRINO:$TRINO_VERSION:$TRINO_MANIFEST_SHA256:$(md5sum <"$TRINO_MAIN_SRC" | cut -c1-12) route=$ROUTE iceberg=$ICEBERG_VERSION sqlite-jdbc=$SQLITE_JDBC_VERSION aws=$AWS_BUNDLE_VERSION pip=${PIP_SPECS[*]} orch=${ORCH_SPECS[*]} $(md5sum <"$ORCH_CONSTRAINTS" | cut -c1-12)"
+STAMP_KEY="v4 trino=$WANT_TRINO:$TRINO_VERSION:$TRINO_MANIFEST_SHA256:$TRINO_PASSWORD_DEPS_SHA256:$(md5sum <"$TRINO_PASSWORD_SRC" | cut -c1-12):$(md5sum <"$TRINO_MAIN_SRC" | cut -c1-12) route=$ROUTE iceberg=$ICEBERG_VERSION sqlite-jdbc=$SQLITE_JDBC_VERSION aws=$AWS_BUNDLE_VERSION pip=${PIP_SPECS[*]} orch=${ORCH_SPECS[*]} $(md5sum <"$ORCH_CONSTRAINTS" | cut -c1-12)"
 STAMP="$D/.installed"
 
 if [ -z "${CRYO_PEERS_FORCE:-}" ] && [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$STAMP_KEY" ] \
    && [ -x "$V/bin/python" ] && [ -x "$OV/bin/python" ] && [ -f "$D/peers.env" ]; then
   # shellcheck disable=SC1091
   ( . "$D/peers.env"; IFS=,; for j in $SPARK_JARS; do [ -f "$j" ] || exit 1; done ) \
-    && ( . "$D/peers.env"; [ -z "${TRINO_HOME:-}" ] || [ -f "${TRINO_HOME:-}/main/cryo-trino-server-main.jar" ] ) \
+    && ( . "$D/peers.env"; [ -z "${TRINO_HOME:-}" ] || { [ -f "${TRINO_HOME:-}/main/cryo-trino-server-main.jar" ] \
+         && [ -f "${TRINO_HOME:-}/plugin/cryo-password-file/cryo-password-file.jar" ]; } ) \
     && { echo "cryo peers: up to date in $D (source $D/peers.env)"; exit 0; }
 fi
 
@@ -223,6 +233,41 @@ POMEOF
   mv "$tmp" "$T"
   log "trino $TRINO_VERSION: jars installed in $T ($(du -sh "$T" | cut -f1))"
 }
+trino_password_plugin() {  # plugin/cryo-password-file: the `file` password authenticator (services.sh's HTTPS port)
+  local T="$D/trino/$TRINO_VERSION" name=cryo-password-file
+  local P="$T/plugin/$name" tmp="$D/trino/$name.tmp"
+  if [ -f "$P/$name.jar" ] && cmp -s "$TRINO_PASSWORD_SRC" "$T/$name.java" \
+     && [ "$(cd "$P" && sha256sum at.favre.lib.*.jar | sha256sum | cut -d' ' -f1)" = "$TRINO_PASSWORD_DEPS_SHA256" ]; then
+    return 0
+  fi
+  command -v mvn >/dev/null 2>&1 || { log "installing maven"; apt_install maven; }
+  rm -rf "$tmp"; mkdir -p "$tmp/pom" "$tmp/classes" "$tmp/svc/META-INF/services"
+  cat >"$tmp/pom/pom.xml" <<POMEOF
+<project xmlns="http://maven.apache.org/POM/4.0.0">
+  <modelVersion>4.0.0</modelVersion>
+  <groupId>cryo.peers</groupId><artifactId>$name</artifactId><version>1</version><packaging>pom</packaging>
+  <dependencies>
+    <dependency><groupId>at.favre.lib</groupId><artifactId>bcrypt</artifactId><version>$BCRYPT_JAVA_VERSION</version></dependency>
+  </dependencies>
+</project>
+POMEOF
+  log "trino $TRINO_VERSION: $name plugin (at.favre.lib:bcrypt:$BCRYPT_JAVA_VERSION from Maven Central)"
+  JAVA_HOME=$JAVA_HOME_DETECTED mvn -B -C -Dstyle.color=never -Dmaven.repo.local="$tmp/m2" -f "$tmp/pom/pom.xml" \
+    org.apache.maven.plugins:maven-dependency-plugin:3.6.1:copy-dependencies -DincludeScope=runtime \
+    -Dmdep.prependGroupId=true -DoutputDirectory="$tmp/$name" >"$tmp/mvn.log" 2>&1 \
+    || { grep -E 'ERROR' "$tmp/mvn.log" | head -n 5 >&2; return 1; }
+  local got; got=$(cd "$tmp/$name" && sha256sum at.favre.lib.*.jar | sha256sum | cut -d' ' -f1)
+  if [ "$got" != "$TRINO_PASSWORD_DEPS_SHA256" ]; then
+    echo "trino: the resolved bcrypt jars differ from the pinned set (sha256 $got, want $TRINO_PASSWORD_DEPS_SHA256)" >&2
+    (cd "$tmp/$name" && sha256sum ./*.jar) >&2; return 1
+  fi
+  "$TRINO_JAVA_HOME/bin/javac" -nowarn -cp "$T/lib/*:$tmp/$name/*" -d "$tmp/classes" "$TRINO_PASSWORD_SRC" || return 1
+  echo cryo.trino.password.FilePasswordAuthenticatorPlugin >"$tmp/svc/META-INF/services/io.trino.spi.Plugin"
+  "$TRINO_JAVA_HOME/bin/jar" cf "$tmp/$name/$name.jar" -C "$tmp/classes" cryo -C "$tmp/svc" META-INF || return 1
+  rm -rf "$P" "$T/$name.java"
+  mv "$tmp/$name" "$P" && cp "$TRINO_PASSWORD_SRC" "$T/$name.java" && rm -rf "$tmp"
+  log "trino $TRINO_VERSION: $name plugin installed ($P)"
+}
 trino_main() {  # the main class, compiled from scripts/trino/TrinoServer.java whenever it changes
   local T="$D/trino/$TRINO_VERSION"
   if [ -f "$T/main/cryo-trino-server-main.jar" ] && cmp -s "$TRINO_MAIN_SRC" "$T/main/TrinoServer.java"; then return 0; fi
@@ -239,7 +284,7 @@ if [ "$WANT_TRINO" = 0 ]; then
 elif ! "$TRINO_JAVA_HOME/bin/java" -version 2>&1 | grep -qE 'version "(2[5-9]|[3-9][0-9])'; then
   log "trino: skipped: no Java 25+ at $TRINO_JAVA_HOME (set CRYO_TRINO_JAVA_HOME); Trino tests will skip, or fail under CRYO_REQUIRE_PEERS=1"
 else
-  { trino_jars && trino_main; } || { echo "trino $TRINO_VERSION: installation failed" >&2; exit 1; }
+  { trino_jars && trino_password_plugin && trino_main; } || { echo "trino $TRINO_VERSION: installation failed" >&2; exit 1; }
   TRINO_HOME="$D/trino/$TRINO_VERSION"
 fi
 
