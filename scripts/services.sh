@@ -8,7 +8,11 @@
 #   moto S3:               http://127.0.0.1:5055 (any credentials; in memory, empty after a restart)
 #   Trino (if peers.sh installed it): http://127.0.0.1:8089, single node, Iceberg catalog `lake` =
 #                          the sqlite JDBC catalog run/trino/lake/catalog.db + file:// warehouse
-#                          run/trino/lake/warehouse, which Cryo and PyIceberg open too (scripts/README.md)
+#                          run/trino/lake/warehouse, which Cryo and PyIceberg open too (scripts/README.md);
+#                          and https://127.0.0.1:8443 with PASSWORD authentication (file authenticator,
+#                          a user and a random password made at every start, a private CA made at every
+#                          start: TRINO_HTTPS_URL, TRINO_AUTH_USER, TRINO_AUTH_PASSWORD, TRINO_CA_CERT).
+#                          The HTTP port stays unauthenticated (X-Trino-User only).
 #
 # Everything binds to 127.0.0.1. Pids, logs and SeaweedFS data live under $CRYO_PEERS_DIR/run;
 # endpoints and credentials are written to $CRYO_PEERS_DIR/run/services.env (shell-sourceable).
@@ -33,6 +37,9 @@ SW_PORTS="9333 19333 9340 19340 8888 18888 $SW_S3_PORT 18333 $REST_PORT 23646 33
 peer_env() { [ -f "$D/peers.env" ] && ( . "$D/peers.env" >/dev/null 2>&1; printenv "$1" ) || true; }
 TRINO_HOME=$(peer_env TRINO_HOME) TRINO_VERSION=$(peer_env TRINO_VERSION) TRINO_JAVA_HOME=$(peer_env TRINO_JAVA_HOME)
 TRINO_PORT=${CRYO_TRINO_PORT:-8089}
+TRINO_HTTPS_PORT=${CRYO_TRINO_HTTPS_PORT:-8443}
+# The user of the HTTPS port (its password is random, new at every start: run/services.env has it).
+TRINO_AUTH_USER=cryo-auth
 TRINO_HEAP=${CRYO_TRINO_HEAP:-2G}
 TRINO_CATALOG=lake
 # The catalog's retention floors (iceberg.expire-snapshots.min-retention, …): the render goldens assume
@@ -40,6 +47,7 @@ TRINO_CATALOG=lake
 TRINO_EXPIRE_MIN_RETENTION=1d TRINO_ORPHANS_MIN_RETENTION=1d
 TR="$R/trino"
 TRINO_LAKE="$TR/lake"
+TRINO_TLS="$TR/tls"
 
 alive() { [ -f "$R/$1.pid" ] && kill -0 "$(cat "$R/$1.pid")" 2>/dev/null; }
 port_busy() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
@@ -74,9 +82,10 @@ while True:
     req = urllib.request.Request(d["nextUri"], headers={"X-Trino-User": "cryo"})
 PYEOF
 }
-trino_ready() {  # started, and the lake catalog answers a query
+trino_ready() {  # started, the lake catalog answers a query, and the HTTPS port answers with the CA's certificate
   curl -s --max-time 2 "http://127.0.0.1:$TRINO_PORT/v1/info" 2>/dev/null | grep -q '"starting":false' \
-    && trino_query "SHOW SCHEMAS FROM $TRINO_CATALOG" >/dev/null 2>&1
+    && trino_query "SHOW SCHEMAS FROM $TRINO_CATALOG" >/dev/null 2>&1 \
+    && curl -s --max-time 2 --cacert "$TRINO_TLS/ca.pem" "https://127.0.0.1:$TRINO_HTTPS_PORT/v1/info" 2>/dev/null | grep -q '"starting":false'
 }
 moto_ready() { [ "$(code "http://127.0.0.1:$MOTO_PORT/moto-api/")" = 200 ]; }
 wait_for() {  # name check-fn seconds
@@ -110,6 +119,35 @@ start_moto() {
   echo $! >"$R/moto.pid"
   wait_for moto moto_ready 30 && echo "moto: ready (pid $(cat "$R/moto.pid"))"
 }
+# A private CA and a server certificate it signs (127.0.0.1 and localhost), the user's password
+# (random) and its bcrypt hash in the file authenticator's password file, the internal shared
+# secret: all new at every start, under run/trino/tls (0700). Clients trust ca.pem (TRINO_CA_CERT).
+trino_tls_and_password() {
+  local t=$TRINO_TLS
+  ( umask 077; mkdir -p "$t" ) || return 1
+  ( umask 077
+    openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 30 \
+      -subj "/CN=cryo test CA" -keyout "$t/ca.key" -out "$t/ca.pem" \
+      -addext "basicConstraints=critical,CA:TRUE" -addext "keyUsage=critical,keyCertSign,cRLSign" &&
+    openssl req -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -subj "/CN=127.0.0.1" \
+      -keyout "$t/server.key" -out "$t/server.csr" &&
+    printf 'basicConstraints=critical,CA:FALSE\nkeyUsage=critical,digitalSignature\nextendedKeyUsage=serverAuth\nsubjectAltName=IP:127.0.0.1,DNS:localhost\n' >"$t/server.ext" &&
+    openssl x509 -req -in "$t/server.csr" -CA "$t/ca.pem" -CAkey "$t/ca.key" -CAcreateserial -days 30 \
+      -extfile "$t/server.ext" -out "$t/server.crt" &&
+    # Trino's keystore: one PEM with the key and the chain.
+    cat "$t/server.key" "$t/server.crt" "$t/ca.pem" >"$t/server.pem" &&
+    openssl rand -hex 16 >"$t/password" &&
+    openssl rand -base64 32 >"$t/shared-secret" ) >/dev/null 2>"$t/openssl.log" \
+    || { echo "trino: making the test CA and certificate failed:" >&2; cat "$t/openssl.log" >&2; return 1; }
+  rm -f "$t/ca.key" "$t/server.csr" "$t/server.ext" "$t/ca.srl" "$t/openssl.log"
+  chmod 644 "$t/ca.pem"
+  # The password reaches python on stdin, never on a command line.
+  ( umask 077; "$V/bin/python" -c '
+import sys, bcrypt
+user, pw = sys.argv[1], sys.stdin.read().strip().encode()
+print(user + ":" + bcrypt.hashpw(pw, bcrypt.gensalt(rounds=10)).decode())' "$TRINO_AUTH_USER" <"$t/password" >"$t/password.db" ) \
+    || { echo "trino: hashing the test password failed (bcrypt in the peers venv: scripts/peers.sh)" >&2; return 1; }
+}
 start_trino() {  # launches the JVM; wait_trino waits for it
   TRINO_STARTED=""
   if [ "${CRYO_SERVICES_TRINO:-1}" = 0 ]; then echo "trino: left out (CRYO_SERVICES_TRINO=0)"; return 0; fi
@@ -117,12 +155,18 @@ start_trino() {  # launches the JVM; wait_trino waits for it
     echo "trino: not installed (scripts/peers.sh installs it when Java 25 is at hand): not starting"; return 0
   fi
   if alive trino; then echo "trino: already running (pid $(cat "$R/trino.pid"))"; TRINO_STARTED=1; return 0; fi
-  port_busy "$TRINO_PORT" && { echo "port 127.0.0.1:$TRINO_PORT is busy: not starting Trino" >&2; return 1; }
+  local p; for p in "$TRINO_PORT" "$TRINO_HTTPS_PORT"; do
+    port_busy "$p" && { echo "port 127.0.0.1:$p is busy: not starting Trino" >&2; return 1; }
+  done
+  if [ ! -f "$TRINO_HOME/plugin/cryo-password-file/cryo-password-file.jar" ]; then
+    echo "trino: its password authenticator plugin is missing: run scripts/peers.sh" >&2; return 1
+  fi
   [ -n "${CRYO_SERVICES_FRESH:-}" ] && rm -rf "$TRINO_LAKE"
   # etc/catalog is rewritten on every start: catalogs that tests created with CREATE CATALOG (the file
   # catalog store keeps them) do not outlive the server.
-  rm -rf "$TR/etc" "$TR/var"
+  rm -rf "$TR/etc" "$TR/var" "$TRINO_TLS"
   mkdir -p "$TR/etc/catalog" "$TR/var" "$TRINO_LAKE/warehouse"
+  trino_tls_and_password || return 1
   # Trino's JDBC catalog does not create its tables; these are PyIceberg 0.12's (= Java JdbcCatalog V1).
   "$V/bin/python" - "$TRINO_LAKE/catalog.db" <<'PYEOF' || return 1
 import sqlite3, sys
@@ -146,6 +190,14 @@ node.internal-address=127.0.0.1
 node.bind-ip=127.0.0.1
 http-server.http.port=$TRINO_PORT
 http-server.log.enabled=false
+# HTTPS with PASSWORD authentication beside the plain HTTP port, which stays open without a password
+# (allow-insecure-over-http: the other tests send X-Trino-User only).
+http-server.https.enabled=true
+http-server.https.port=$TRINO_HTTPS_PORT
+http-server.https.keystore.path=$TRINO_TLS/server.pem
+http-server.authentication.type=PASSWORD
+http-server.authentication.allow-insecure-over-http=true
+internal-communication.shared-secret=$(cat "$TRINO_TLS/shared-secret")
 discovery.uri=http://127.0.0.1:$TRINO_PORT
 plugin.dir=$TRINO_HOME/plugin
 # CREATE CATALOG / DROP CATALOG: tests point catalogs named like a golden's engine catalog at their tables
@@ -154,6 +206,8 @@ query.max-memory=1GB
 query.max-memory-per-node=1GB
 EOF
   echo "catalog.config-dir=$TR/etc/catalog" >"$TR/etc/catalog-store.properties"
+  printf 'password-authenticator.name=file\nfile.password-file=%s\n' "$TRINO_TLS/password.db" >"$TR/etc/password-authenticator.properties"
+  chmod 600 "$TR/etc/config.properties"
   echo "io.trino=INFO" >"$TR/etc/log.properties"
   cat >"$TR/etc/catalog/$TRINO_CATALOG.properties" <<EOF
 connector.name=iceberg
@@ -185,7 +239,9 @@ wait_trino() {
   wait_for trino trino_ready 180 && echo "trino: ready (pid $(cat "$R/trino.pid"), $(( $(date +%s) - t0 ))s after the other services)"
 }
 write_env() {
-  cat >"$R/services.env" <<ENVEOF
+  # 0600: it holds the test password of Trino's HTTPS port (and the S3 test keys).
+  ( umask 077; : >"$R/services.env" ) && chmod 600 "$R/services.env"
+  cat >>"$R/services.env" <<ENVEOF
 # Written by scripts/services.sh — endpoints of the loopback services
 export CRYO_REST_URI=http://127.0.0.1:$REST_PORT
 export CRYO_REST_WAREHOUSE=$TABLE_BUCKET
@@ -200,6 +256,11 @@ ENVEOF
 # Trino $TRINO_VERSION: its Iceberg catalog $TRINO_CATALOG is the sqlite SQL catalog below (catalog name $TRINO_CATALOG)
 export TRINO_URL=http://127.0.0.1:$TRINO_PORT
 export TRINO_USER=cryo
+# The HTTPS port: PASSWORD authentication (basic auth), certificate signed by the private CA below
+export TRINO_HTTPS_URL=https://127.0.0.1:$TRINO_HTTPS_PORT
+export TRINO_AUTH_USER=$TRINO_AUTH_USER
+export TRINO_AUTH_PASSWORD=$(cat "$TRINO_TLS/password")
+export TRINO_CA_CERT=$TRINO_TLS/ca.pem
 export TRINO_VERSION=$TRINO_VERSION
 export TRINO_CATALOG=$TRINO_CATALOG
 export TRINO_LAKE_URI=sqlite:///$TRINO_LAKE/catalog.db
@@ -226,7 +287,7 @@ status() {
   if alive weed && weed_ready; then echo "seaweedfs: up (pid $(cat "$R/weed.pid")) REST :$REST_PORT S3 :$SW_S3_PORT"; else echo "seaweedfs: down"; rc=3; fi
   if alive moto && moto_ready; then echo "moto: up (pid $(cat "$R/moto.pid")) S3 :$MOTO_PORT"; else echo "moto: down"; rc=3; fi
   if [ -z "$TRINO_HOME" ]; then echo "trino: not installed"
-  elif alive trino && trino_ready; then echo "trino: up (pid $(cat "$R/trino.pid")) http://127.0.0.1:$TRINO_PORT catalog $TRINO_CATALOG"
+  elif alive trino && trino_ready; then echo "trino: up (pid $(cat "$R/trino.pid")) http://127.0.0.1:$TRINO_PORT https://127.0.0.1:$TRINO_HTTPS_PORT catalog $TRINO_CATALOG"
   else echo "trino: down"; [ "${CRYO_SERVICES_TRINO:-1}" = 0 ] || rc=3; fi
   return $rc
 }
