@@ -11,6 +11,12 @@
 //!
 //! No credential ever reaches an error message or `Debug` output: the password and token are only
 //! ever put into the `Authorization` header.
+//!
+//! TLS is rustls (the build `object_store` and `iceberg` already link): the system's roots, plus the
+//! PEM bundle of [`TrinoConfig::ca_cert_path`] for coordinators behind a private CA. The crypto
+//! provider is the process default when the application installed one, else ring (reqwest's
+//! `rustls-tls-native-roots` falls back to it), so building a client never needs a provider
+//! installed first. There is no switch to skip certificate verification.
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -35,6 +41,9 @@ pub struct TrinoConfig {
     pub password: Option<String>,
     /// Bearer token (JWT / OAuth2 access token).
     pub access_token: Option<String>,
+    /// A PEM file of CA certificates to trust for an `https://` coordinator, in addition to the
+    /// system's roots (a private CA's certificate, or a bundle).
+    pub ca_cert_path: Option<String>,
     /// Default catalog for unqualified names.
     pub catalog: Option<String>,
     /// Default schema for unqualified names.
@@ -68,6 +77,7 @@ impl Default for TrinoConfig {
             user: "cryo".into(),
             password: None,
             access_token: None,
+            ca_cert_path: None,
             catalog: None,
             schema: None,
             source: CRYO_SOURCE.into(),
@@ -88,6 +98,7 @@ impl fmt::Debug for TrinoConfig {
             .field("user", &self.user)
             .field("password", &self.password.as_ref().map(|_| "***"))
             .field("access_token", &self.access_token.as_ref().map(|_| "***"))
+            .field("ca_cert_path", &self.ca_cert_path)
             .field("catalog", &self.catalog)
             .field("schema", &self.schema)
             .field("source", &self.source)
@@ -138,6 +149,17 @@ impl TrinoConfig {
             return Err(Error::config(
                 "Trino accepts a password only over https: use an https:// url",
             ));
+        }
+        if let Some(path) = &self.ca_cert_path {
+            if path.trim().is_empty() {
+                return Err(Error::config("ca_cert_path must not be empty"));
+            }
+            if url.scheme() != "https" {
+                return Err(Error::config(format!(
+                    "ca_cert_path ({path}) is for https coordinators; {} is http",
+                    redact_url(&self.url)
+                )));
+            }
         }
         for (k, v) in &self.session_properties {
             if k.is_empty() || k.contains([',', '=']) || v.contains(',') {
@@ -285,13 +307,17 @@ impl TrinoClient {
     /// A client for `config` (validated).
     pub fn new(config: TrinoConfig) -> Result<Self> {
         config.validate()?;
-        let http = reqwest::Client::builder()
+        let mut builder = reqwest::Client::builder()
             .timeout(Duration::from_millis(config.request_timeout_ms))
-            .connect_timeout(Duration::from_millis(config.request_timeout_ms.min(10_000)))
-            .build()
-            .map_err(|e| {
-                engine_error(&config, format!("cannot build the HTTP client: {e}"), false)
-            })?;
+            .connect_timeout(Duration::from_millis(config.request_timeout_ms.min(10_000)));
+        if let Some(path) = &config.ca_cert_path {
+            for cert in read_ca_bundle(path)? {
+                builder = builder.add_root_certificate(cert);
+            }
+        }
+        let http = builder.build().map_err(|e| {
+            engine_error(&config, format!("cannot build the HTTP client: {e}"), false)
+        })?;
         Ok(Self { config, http })
     }
 
@@ -489,8 +515,10 @@ impl TrinoClient {
             Ok(r) => r,
             Err(e) => {
                 // A POST that never connected was not accepted; one that timed out may have been:
-                // only connect errors are safe to re-submit.
-                let retry = e.is_connect() || (!submit && e.is_timeout());
+                // only connect errors are safe to re-submit. A TLS failure (an untrusted or
+                // mismatched certificate) is a connect error that no retry fixes.
+                let tls = tls_failure(&e).is_some();
+                let retry = (e.is_connect() && !tls) || (!submit && e.is_timeout());
                 return Err(Attempt {
                     error: engine_error(
                         &self.config,
@@ -513,15 +541,18 @@ impl TrinoClient {
             });
         }
         if status.as_u16() == 401 || status.as_u16() == 403 {
+            let c = &self.config;
+            let why = if c.password.is_none() && c.access_token.is_none() && status.as_u16() == 401
+            {
+                format!(
+                    "Trino asks for authentication and user `{}` has no password or access token",
+                    c.user
+                )
+            } else {
+                format!("Trino refused the credentials of user `{}`", c.user)
+            };
             return Err(Attempt {
-                error: engine_error(
-                    &self.config,
-                    format!(
-                        "{what}: HTTP {status}: Trino refused the credentials of user `{}`",
-                        self.config.user
-                    ),
-                    false,
-                ),
+                error: engine_error(c, format!("{what}: HTTP {status}: {why}"), false),
                 retry: false,
             });
         }
@@ -617,6 +648,20 @@ impl Drop for CancelOnDrop {
     }
 }
 
+/// The certificates of a PEM bundle (a file with none is an error: it would trust nothing new).
+fn read_ca_bundle(path: &str) -> Result<Vec<reqwest::Certificate>> {
+    let pem = std::fs::read(path)
+        .map_err(|e| Error::config(format!("cannot read the CA bundle {path}: {e}")))?;
+    let certs = reqwest::Certificate::from_pem_bundle(&pem)
+        .map_err(|e| Error::config(format!("the CA bundle {path} is not valid PEM: {e}")))?;
+    if certs.is_empty() {
+        return Err(Error::config(format!(
+            "the CA bundle {path} holds no certificate (PEM `BEGIN CERTIFICATE` blocks)"
+        )));
+    }
+    Ok(certs)
+}
+
 fn engine_error(config: &TrinoConfig, message: String, retryable: bool) -> Error {
     Error::Engine {
         engine: format!("trino {}", redact_url(&config.url)),
@@ -627,8 +672,37 @@ fn engine_error(config: &TrinoConfig, message: String, retryable: bool) -> Error
     }
 }
 
+/// The rustls error under a failed request, if TLS is what failed.
+fn tls_failure(e: &reqwest::Error) -> Option<&rustls::Error> {
+    let mut src = std::error::Error::source(e);
+    while let Some(s) = src {
+        if let Some(t) = s.downcast_ref::<rustls::Error>() {
+            return Some(t);
+        }
+        // tokio-rustls hands the handshake's error over inside an io::Error, which hyper-rustls
+        // wraps in another one (io::Error::source skips the wrapped error itself).
+        let mut io = s.downcast_ref::<std::io::Error>();
+        while let Some(inner) = io.and_then(std::io::Error::get_ref) {
+            if let Some(t) = inner.downcast_ref::<rustls::Error>() {
+                return Some(t);
+            }
+            io = inner.downcast_ref::<std::io::Error>();
+        }
+        src = s.source();
+    }
+    None
+}
+
 /// A reqwest error without the URL's query string or any header (reqwest never prints headers).
 fn describe_reqwest(e: &reqwest::Error) -> String {
+    if let Some(t) = tls_failure(e) {
+        let hint = if matches!(t, rustls::Error::InvalidCertificate(_)) {
+            ": is the coordinator's CA in the system's roots or in ca_cert_path?"
+        } else {
+            ""
+        };
+        return format!("TLS handshake failed ({t}){hint}");
+    }
     let kind = if e.is_connect() {
         "cannot connect"
     } else if e.is_timeout() {
@@ -864,6 +938,84 @@ mod tests {
             assert!(matches!(err, Error::Config { .. }), "{err}");
             assert!(!err.to_string().contains("pw"), "{err}");
         }
+    }
+
+    /// A CA certificate (its key was thrown away): only parsed, never used to verify anything.
+    const TEST_CA: &str = "-----BEGIN CERTIFICATE-----
+MIIBjTCCATOgAwIBAgIUKTi7M82ZrTLD4pa2B6hmKR7sljcwCgYIKoZIzj0EAwIw
+HDEaMBgGA1UEAwwRY3J5byB1bml0LXRlc3QgQ0EwHhcNMjYxMjAxMDAwNjMwWhcN
+MzYxMTI4MDAwNjMwWjAcMRowGAYDVQQDDBFjcnlvIHVuaXQtdGVzdCBDQTBZMBMG
+ByqGSM49AgEGCCqGSM49AwEHA0IABC0zhV6Ce6cSJ67SBiKdV0tgr1t0M6hktUl/
+HVZPcIjGyqiqOQlolIu9SIWKH3R+JvBTkH/cuHCJpggykjpTR1ijUzBRMB0GA1Ud
+DgQWBBRIK78ezqkpHX5f+H5sz4rD1AVs9TAfBgNVHSMEGDAWgBRIK78ezqkpHX5f
++H5sz4rD1AVs9TAPBgNVHRMBAf8EBTADAQH/MAoGCCqGSM49BAMCA0gAMEUCICbO
+27ZH3LQ4DnIoZvWTw6FYEq0Nt/DmDHvo1fPY672pAiEAjFPPea4c4bQS8vujaGf5
+1/u6Jdq0PVmfZIzmDXwFfi4=
+-----END CERTIFICATE-----
+";
+
+    #[test]
+    fn a_ca_bundle_is_trusted_and_a_bad_one_is_a_config_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = |name: &str, body: &str| {
+            let p = dir.path().join(name);
+            std::fs::write(&p, body).unwrap();
+            p.to_str().unwrap().to_string()
+        };
+        let https = |ca: Option<String>| TrinoConfig {
+            ca_cert_path: ca,
+            password: Some("pw-in-a-test".into()),
+            ..TrinoConfig::new("https://127.0.0.1:8443", "etl")
+        };
+        // No crypto provider is installed in this process: building https clients must not panic.
+        TrinoClient::new(https(None)).unwrap();
+        let ca = path("ca.pem", TEST_CA);
+        let client = TrinoClient::new(https(Some(ca.clone()))).unwrap();
+        assert!(format!("{client:?}").contains("ca.pem"));
+        // A bundle with a private key and text around the certificate still holds one.
+        path(
+            "bundle.pem",
+            &format!(
+                "comment\n{TEST_CA}-----BEGIN PRIVATE KEY-----\nAAAA\n-----END PRIVATE KEY-----\n"
+            ),
+        );
+        TrinoClient::new(https(Some(
+            dir.path().join("bundle.pem").to_str().unwrap().into(),
+        )))
+        .unwrap();
+        for (bad, says) in [
+            (
+                dir.path().join("missing.pem").to_str().unwrap().to_string(),
+                "cannot read the CA bundle",
+            ),
+            (
+                path("empty.pem", "no certificate here\n"),
+                "holds no certificate",
+            ),
+            (
+                path(
+                    "broken.pem",
+                    "-----BEGIN CERTIFICATE-----\n!!!\n-----END CERTIFICATE-----\n",
+                ),
+                "not valid PEM",
+            ),
+        ] {
+            let err = TrinoClient::new(https(Some(bad.clone()))).unwrap_err();
+            assert!(matches!(err, Error::Config { .. }), "{err}");
+            assert!(
+                err.to_string().contains(says) && err.to_string().contains(&bad),
+                "{err}"
+            );
+            assert!(!err.to_string().contains("pw-in-a-test"), "{err}");
+        }
+        // A CA for an http coordinator is a mistake, not something to ignore.
+        let err = TrinoConfig {
+            ca_cert_path: Some(ca),
+            ..TrinoConfig::new("http://127.0.0.1:8080", "etl")
+        }
+        .validate()
+        .unwrap_err();
+        assert!(err.to_string().contains("https"), "{err}");
     }
 
     #[test]
