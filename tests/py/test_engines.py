@@ -67,3 +67,44 @@ def test_trino_credentials_stay_out_of_errors_and_reprs():
     with pytest.raises(cryo.EngineError) as e:
         engine.probe()
     assert SECRET not in str(e.value)
+
+
+def _trino_https() -> tuple:
+    _trino_url()
+    env = {k: os.environ.get(k) for k in ("TRINO_HTTPS_URL", "TRINO_AUTH_USER", "TRINO_AUTH_PASSWORD", "TRINO_CA_CERT")}
+    missing = [k for k, v in env.items() if not v]
+    if missing:
+        if os.environ.get("CRYO_REQUIRE_PEERS") == "1":
+            pytest.fail(f"{missing} not set: scripts/services.sh did not start Trino's HTTPS port")
+        pytest.skip(f"{missing} not set (Trino's HTTPS port: scripts/services.sh)")
+    return env["TRINO_HTTPS_URL"], env["TRINO_AUTH_USER"], env["TRINO_AUTH_PASSWORD"], env["TRINO_CA_CERT"]
+
+
+def test_trino_engine_authenticates_with_a_password_over_https():
+    url, user, password, ca = _trino_https()
+    version = int(os.environ.get("TRINO_VERSION", "483"))
+    engine = trino(url, catalog="lake", version=version, user=user, password=password, ca_cert_path=ca)
+    out = engine.execute("SELECT current_user AS me")
+    assert out["rows"] == [[user]]
+    seen = engine.execute(f"SELECT user, source FROM system.runtime.queries WHERE query_id = '{out['query_id']}'")
+    assert seen["rows"] == [[user, "cryo"]]
+    assert engine.probe()["coordinators"][0]["coordinator"] == url
+    assert password not in repr(engine)
+
+    # A wrong password: Trino answers 401, a typed EngineError that says so and shows no secret.
+    wrong = trino(url, catalog="lake", version=version, user=user, password=SECRET, ca_cert_path=ca, max_retries=0)
+    with pytest.raises(cryo.EngineError) as e:
+        wrong.execute("SELECT 1")
+    shown = str(e.value) + repr(e.value) + repr(wrong)
+    assert "HTTP 401" in str(e.value) and f"refused the credentials of user `{user}`" in str(e.value)
+    assert SECRET not in shown and password not in shown
+
+    # Without the private CA the certificate is refused (there is no switch to skip verification).
+    untrusting = trino(url, catalog="lake", version=version, user=user, password=password, max_retries=0)
+    with pytest.raises(cryo.EngineError) as e:
+        untrusting.execute("SELECT 1")
+    assert "TLS handshake failed" in str(e.value) and password not in str(e.value)
+    # A CA bundle that holds no certificate is a configuration error, before anything is sent.
+    with pytest.raises(cryo.ConfigError) as e:
+        trino(url, catalog="lake", version=version, user=user, password=password, ca_cert_path=__file__)
+    assert "holds no certificate" in str(e.value) and password not in str(e.value)

@@ -1,11 +1,13 @@
 //! Cryo against a real Trino on loopback (`scripts/services.sh` starts Trino 483 with the Iceberg
 //! connector on a sqlite JDBC catalog that Cryo opens too): the HTTP client (rows, typed errors,
 //! statement timeout and cancellation seen in `system.runtime.queries`), the load probe, and a
-//! fleet run whose steps Trino executes, on a table Trino wrote.
+//! fleet run whose steps Trino executes, on a table Trino wrote. The same Trino's HTTPS port asks
+//! for a password (file authenticator; certificate from a private CA): the client authenticates
+//! there, and a wrong password is a typed error that shows no secret, nor do receipts.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use cryo_core::clock::SystemClock;
 use cryo_core::exec::trino::{TrinoClient, TrinoConfig, TrinoEngine};
@@ -41,6 +43,32 @@ fn trino() -> Option<Trino> {
         ],
     );
     Some(Trino { url, version, lake })
+}
+
+/// services.sh's HTTPS port: PASSWORD authentication, a certificate signed by its own CA.
+struct Https {
+    url: String,
+    user: String,
+    password: String,
+    ca: String,
+}
+
+fn https() -> Option<Https> {
+    Some(Https {
+        url: service_env("TRINO_HTTPS_URL")?,
+        user: service_env("TRINO_AUTH_USER")?,
+        password: service_env("TRINO_AUTH_PASSWORD")?,
+        ca: service_env("TRINO_CA_CERT")?,
+    })
+}
+
+fn https_config(h: &Https, password: &str) -> TrinoConfig {
+    TrinoConfig {
+        password: Some(password.into()),
+        ca_cert_path: Some(h.ca.clone()),
+        catalog: Some("lake".into()),
+        ..TrinoConfig::new(&h.url, &h.user)
+    }
 }
 
 fn client(t: &Trino, source: &str) -> TrinoClient {
@@ -212,6 +240,57 @@ async fn the_probe_reads_system_runtime_queries_and_knows_cryos_statements() {
     assert!(f.reason.contains("could not be probed"), "{f:?}");
 }
 
+/// `lake.<prefix>_<uuid>.events`, partitioned, written by `inserts` INSERTs (one file per
+/// partition each) and a merge-on-read DELETE: work for a compaction. Returns (schema, table).
+async fn small_files_table(c: &TrinoClient, prefix: &str, inserts: i64) -> (String, String) {
+    let schema = format!("{prefix}_{}", uuid::Uuid::new_v4().simple());
+    let table = format!("lake.{schema}.events");
+    c.execute(&format!("CREATE SCHEMA lake.{schema}"))
+        .await
+        .unwrap();
+    c.execute(&format!(
+        "CREATE TABLE {table} (id bigint, part varchar, v double) WITH (format_version = 2, partitioning = ARRAY['part'])"
+    ))
+    .await
+    .unwrap();
+    for i in 0..inserts {
+        c.execute(&format!(
+            "INSERT INTO {table} SELECT x, CASE WHEN x % 2 = 0 THEN 'a' ELSE 'b' END, x * 0.5 FROM UNNEST(sequence({}, {})) t(x)",
+            i * 1000,
+            i * 1000 + 999
+        ))
+        .await
+        .unwrap();
+    }
+    c.execute(&format!("DELETE FROM {table} WHERE id % 7 = 0"))
+        .await
+        .unwrap();
+    (schema, table)
+}
+
+async fn scan_grade_plan(
+    catalog: &Catalog,
+    id: &TableId,
+) -> (
+    cryo_core::scan::TableScan,
+    cryo_core::grade::HealthReport,
+    cryo_core::plan::MaintenancePlan,
+) {
+    let scan = scan_table(catalog, id, &ScanOptions::default(), &SystemClock)
+        .await
+        .unwrap();
+    let report = grade(&scan, &GradeOptions::default(), scan.scanned_at_ms).unwrap();
+    let plan = plan_fleet(
+        "lake",
+        &[(scan.clone(), report.clone())],
+        &PlanOptions::default(),
+        &BTreeMap::new(),
+        scan.scanned_at_ms,
+    )
+    .unwrap();
+    (scan, report, plan)
+}
+
 /// `count(*)` and order-independent checksums of every column, as Trino reads the table.
 async fn trino_fingerprint(c: &TrinoClient, table: &str) -> Vec<serde_json::Value> {
     c.execute(&format!(
@@ -228,44 +307,12 @@ async fn trino_fingerprint(c: &TrinoClient, table: &str) -> Vec<serde_json::Valu
 async fn a_fleet_run_on_trino_compacts_a_table_trino_wrote() {
     let Some(t) = trino() else { return };
     let c = client(&t, "cryo-it-setup");
-    let schema = format!("fleet_{}", uuid::Uuid::new_v4().simple());
-    let table = format!("lake.{schema}.events");
-    c.execute(&format!("CREATE SCHEMA lake.{schema}"))
-        .await
-        .unwrap();
-    c.execute(&format!(
-        "CREATE TABLE {table} (id bigint, part varchar, v double) WITH (format_version = 2, partitioning = ARRAY['part'])"
-    ))
-    .await
-    .unwrap();
-    for i in 0..12 {
-        c.execute(&format!(
-            "INSERT INTO {table} SELECT x, CASE WHEN x % 2 = 0 THEN 'a' ELSE 'b' END, x * 0.5 FROM UNNEST(sequence({}, {})) t(x)",
-            i * 1000,
-            i * 1000 + 999
-        ))
-        .await
-        .unwrap();
-    }
-    c.execute(&format!("DELETE FROM {table} WHERE id % 7 = 0"))
-        .await
-        .unwrap();
+    let (schema, table) = small_files_table(&c, "fleet", 12).await;
     let before_rows = trino_fingerprint(&c, &table).await;
 
     let catalog = Catalog::connect(t.lake.clone()).await.unwrap();
     let id = TableId::parse(&format!("{schema}.events")).unwrap();
-    let scan = scan_table(&catalog, &id, &ScanOptions::default(), &SystemClock)
-        .await
-        .unwrap();
-    let report = grade(&scan, &GradeOptions::default(), scan.scanned_at_ms).unwrap();
-    let plan = plan_fleet(
-        "lake",
-        &[(scan.clone(), report.clone())],
-        &PlanOptions::default(),
-        &BTreeMap::new(),
-        scan.scanned_at_ms,
-    )
-    .unwrap();
+    let (scan, report, plan) = scan_grade_plan(&catalog, &id).await;
     assert!(
         plan.tables[0]
             .steps
@@ -343,6 +390,181 @@ async fn a_fleet_run_on_trino_compacts_a_table_trino_wrote() {
         report.score,
         report_after.score
     );
+    c.execute(&format!("DROP TABLE {table}")).await.unwrap();
+    c.execute(&format!("DROP SCHEMA lake.{schema}"))
+        .await
+        .unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_client_authenticates_with_a_password_over_https() {
+    let Some(h) = https() else { return };
+    // The right password: the statement runs as that user.
+    let c = TrinoClient::new(https_config(&h, &h.password)).unwrap();
+    let r = c.execute("SELECT current_user AS me").await.unwrap();
+    assert_eq!(r.rows, vec![vec![serde_json::json!(h.user)]]);
+    let seen = c
+        .execute(&format!(
+            "SELECT user, source FROM system.runtime.queries WHERE query_id = '{}'",
+            r.query_id
+        ))
+        .await
+        .unwrap();
+    assert_eq!(
+        seen.rows,
+        vec![vec![serde_json::json!(h.user), serde_json::json!("cryo")]]
+    );
+    // The probe authenticates too.
+    let engine = TrinoEngine::new(
+        TrinoDialect::new(TrinoOptions::new("lake", 483)).unwrap(),
+        vec![https_config(&h, &h.password)],
+    )
+    .unwrap();
+    engine.probe("trino", 0).await.unwrap();
+
+    // A wrong password: HTTP 401, a typed error that is not retried and names no secret.
+    let planted = "planted-Wrong-Password-5d1c";
+    let wrong = TrinoClient::new(TrinoConfig {
+        max_retries: 3,
+        retry_backoff_ms: 2_000,
+        ..https_config(&h, planted)
+    })
+    .unwrap();
+    let started = Instant::now();
+    let err = wrong.execute("SELECT 1").await.unwrap_err();
+    assert!(
+        started.elapsed() < Duration::from_secs(2),
+        "a 401 was retried"
+    );
+    match &err {
+        Error::Engine {
+            retryable: false,
+            query_id: None,
+            message,
+            ..
+        } => assert!(
+            message.contains("HTTP 401")
+                && message.contains(&format!("refused the credentials of user `{}`", h.user)),
+            "{message}"
+        ),
+        other => panic!("{other:?}"),
+    }
+    // No password at all on the password port: said as such.
+    let anonymous = TrinoClient::new(TrinoConfig {
+        password: None,
+        ..https_config(&h, "")
+    })
+    .unwrap();
+    let err_anonymous = anonymous.execute("SELECT 1").await.unwrap_err();
+    assert!(
+        err_anonymous
+            .to_string()
+            .contains("has no password or access token"),
+        "{err_anonymous}"
+    );
+    // Without the private CA the certificate is refused, at once and for what it is.
+    let untrusting = TrinoClient::new(TrinoConfig {
+        ca_cert_path: None,
+        max_retries: 3,
+        retry_backoff_ms: 2_000,
+        ..https_config(&h, &h.password)
+    })
+    .unwrap();
+    let started = Instant::now();
+    let err_tls = untrusting.execute("SELECT 1").await.unwrap_err();
+    assert!(
+        started.elapsed() < Duration::from_secs(2),
+        "a TLS failure was retried: {err_tls:?}"
+    );
+    assert!(
+        matches!(
+            err_tls,
+            Error::Engine {
+                retryable: false,
+                ..
+            }
+        ) && err_tls.to_string().contains("TLS handshake failed")
+            && err_tls.to_string().contains("ca_cert_path"),
+        "{err_tls}"
+    );
+
+    let shown = [
+        err.to_string(),
+        format!("{err:?}"),
+        err_tls.to_string(),
+        format!("{err_tls:?}"),
+        format!("{wrong:?}"),
+        format!("{c:?}"),
+        format!("{engine:?}"),
+        format!("{:?}", wrong.config()),
+    ];
+    for s in &shown {
+        assert!(!s.contains(planted) && !s.contains(&h.password), "{s}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn receipts_of_a_fleet_run_over_https_hold_no_password() {
+    let (Some(t), Some(h)) = (trino(), https()) else {
+        return;
+    };
+    let c = TrinoClient::new(https_config(&h, &h.password)).unwrap();
+    let (schema, table) = small_files_table(&c, "fleet_auth", 6).await;
+    let catalog = Catalog::connect(t.lake.clone()).await.unwrap();
+    let id = TableId::parse(&format!("{schema}.events")).unwrap();
+    let (_, _, plan) = scan_grade_plan(&catalog, &id).await;
+    let planted = "planted-Wrong-Password-9e2a";
+    // A destination that cannot be probed defers its steps until the run's deadline.
+    let run = |password: String, deadline_ms: Option<i64>| {
+        let engine = TrinoEngine::new(
+            TrinoDialect::new(TrinoOptions {
+                expire_snapshots_min_retention_ms: 86_400_000,
+                remove_orphan_files_min_retention_ms: 86_400_000,
+                ..TrinoOptions::new("lake", t.version)
+            })
+            .unwrap(),
+            vec![TrinoConfig {
+                max_retries: 0,
+                ..https_config(&h, &password)
+            }],
+        )
+        .unwrap();
+        FleetRun::new(&catalog, &plan)
+            .with_engine("trino", Arc::new(engine))
+            .with_options(FleetOptions {
+                default_destination: "trino".into(),
+                deadline_ms,
+                min_retry_ms: 500,
+                ..FleetOptions::default()
+            })
+            .dry_run(false)
+            .execute()
+    };
+    // A wrong password first: nothing runs, and the receipts say why without the secret.
+    let now = chrono::Utc::now().timestamp_millis();
+    let refused = run(planted.to_string(), Some(now + 3_000)).await.unwrap();
+    assert_eq!(refused.count(ReceiptStatus::Succeeded), 0, "{refused:#?}");
+    let refused_json = serde_json::to_string(&refused).unwrap();
+    assert!(refused_json.contains("HTTP 401"), "{refused_json}");
+    // Then the right one: the steps run as the authenticated user.
+    let done = run(h.password.clone(), None).await.unwrap();
+    assert_eq!(done.count(ReceiptStatus::Failed), 0, "{:#?}", done.receipts);
+    assert!(
+        done.receipts
+            .iter()
+            .any(|r| r.operation == Some(Operation::RewriteDataFiles)
+                && r.status == ReceiptStatus::Succeeded),
+        "{:#?}",
+        done.receipts
+    );
+    for shown in [
+        refused_json,
+        format!("{refused:?}"),
+        serde_json::to_string(&done).unwrap(),
+        format!("{done:?}"),
+    ] {
+        assert!(!shown.contains(planted) && !shown.contains(&h.password));
+    }
     c.execute(&format!("DROP TABLE {table}")).await.unwrap();
     c.execute(&format!("DROP SCHEMA lake.{schema}"))
         .await

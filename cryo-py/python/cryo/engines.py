@@ -30,6 +30,7 @@ def trino(
     user: str = "cryo",
     password: Optional[str] = None,
     access_token: Optional[str] = None,
+    ca_cert_path: Optional[str] = None,
     **options: Any,
 ) -> Engine:
     """A Trino destination.
@@ -40,7 +41,9 @@ def trino(
     ``statement_timeout_ms``, ``max_retries``, ``source``, ``client_tags``, ``session_properties``)
     or the Trino dialect's (``expire_snapshots_min_retention_ms``,
     ``remove_orphan_files_min_retention_ms``). A password is sent over https only; neither it nor
-    the token ever appears in receipts, logs or errors.
+    the token ever appears in receipts, logs or errors. ``ca_cert_path``: a PEM file of CA
+    certificates to trust besides the system's (a coordinator behind a private CA); certificates are
+    always verified.
     """
     dialect_keys = {"expire_snapshots_min_retention_ms", "remove_orphan_files_min_retention_ms"}
     dialect: Dict[str, Any] = {"catalog": catalog, "version": version}
@@ -49,6 +52,8 @@ def trino(
         conn["password"] = password
     if access_token is not None:
         conn["access_token"] = access_token
+    if ca_cert_path is not None:
+        conn["ca_cert_path"] = ca_cert_path
     for k, v in options.items():
         (dialect if k in dialect_keys else conn)[k] = v
     urls = [url] if isinstance(url, str) else list(url)
