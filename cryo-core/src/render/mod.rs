@@ -6,7 +6,8 @@
 //!        └─ PlannedStep ── Dialect::prepare ───────────── skip (version gate, retention floor,
 //!             │                                           dry run, unsupported op) with a reason
 //!             └─ Chunk ─┬─ whole table ──────────────── one statement, no WHERE
-//!                       └─ partitions ─ Dialect::field_predicate per field
+//!                       └─ partitions ─ Dialect::unreachable_partition ─ left out, with the reason
+//!                                     └─ Dialect::field_predicate per field
 //!                                          ├─ inexpressible → dropped (superset) + note
 //!                                          └─ conjunction per partition
 //!                                             └─ Dialect::filters → one statement per chunk
@@ -18,8 +19,9 @@
 //!
 //! - A field predicate the engine cannot express is dropped from its partition's conjunction:
 //!   what remains selects a superset of partitions, which is safe. The drop is noted.
-//! - A partition with nothing expressible left is left out of its chunk, and a chunk with no
-//!   partition left is skipped, with the reason. A partitioned chunk never becomes a
+//! - A partition with nothing expressible left, or one the engine cannot touch at all (Trino
+//!   cannot scan a partition value of a `fixed` column), is left out of its chunk, and a chunk
+//!   with no partition left is skipped, with the reason. A partitioned chunk never becomes a
 //!   whole-table statement (a full-table OPTIMIZE is what knocks over clusters).
 //! - Identifiers and literals are always quoted and escaped per dialect, so a table named
 //!   `a"b` or a value `'; DROP TABLE x; --` renders as exactly one statement on the intended
@@ -71,7 +73,8 @@ use crate::catalog::TableId;
 use crate::error::{Error, Result};
 use crate::ops::Operation;
 use crate::plan::{
-    FieldPredicate, MaintenancePlan, PLAN_FORMAT_VERSION, PlannedStep, StepParams, TablePlan,
+    FieldPredicate, MaintenancePlan, PLAN_FORMAT_VERSION, PartitionTarget, PlannedStep, StepParams,
+    TablePlan,
 };
 
 /// One rendered field predicate: SQL text on one source column.
@@ -130,6 +133,13 @@ pub trait Dialect: fmt::Debug + Send + Sync {
     /// predicates are dropped like inexpressible ones. None by default.
     fn unfilterable_columns(&self, _step: &PlannedStep) -> Vec<(String, String)> {
         Vec::new()
+    }
+    /// Why no statement that touches `partition` can run on this engine (for example a partition
+    /// value of a type it cannot read), or `None`. Unlike an inexpressible predicate, dropping a
+    /// predicate would not help: the partition is left out of its chunk with the reason, and a
+    /// chunk left with no partition is skipped. None by default.
+    fn unreachable_partition(&self, _partition: &PartitionTarget) -> Option<String> {
+        None
     }
     /// Combine a chunk's conjunctions (at least one) into the filters of its statements.
     fn filters(&self, conjunctions: &[Conjunction], notes: &mut Vec<String>) -> Vec<Filter>;
@@ -467,6 +477,10 @@ fn render_step(
             let mut conjunctions: Vec<Conjunction> = Vec::new();
             let mut left_out: Vec<(String, String)> = Vec::new();
             for (i, p) in chunk.partitions.iter().enumerate() {
+                if let Some(why) = dialect.unreachable_partition(p) {
+                    left_out.push((p.path.clone(), why));
+                    continue;
+                }
                 let mut terms = Vec::new();
                 let mut dropped = Vec::new();
                 for fp in &p.predicate {

@@ -866,3 +866,93 @@ fn render_gates_and_floors_say_why() {
             .all(|(t, s)| t.name == "orphans_12h" && s.reason.contains("24 hours"))
     );
 }
+
+#[test]
+fn trino_leaves_out_partitions_keyed_by_a_fixed_column() {
+    let tag = |v: &str| eq("tag", "fixed[2]", lit("string", json!(v)));
+    let p = plan(
+        "fixed",
+        vec![table(
+            &["db"],
+            "t",
+            vec![step(
+                binpack(),
+                vec![
+                    // One partition keyed by the fixed column, one from a spec without it: the
+                    // first is left out (no predicate to drop would make it scannable), the
+                    // second renders.
+                    chunk(
+                        0,
+                        vec![
+                            part(
+                                1,
+                                "tag=cafe/category=a",
+                                vec![tag("cafe"), string_eq("category", "a")],
+                            ),
+                            part(0, "category=b", vec![string_eq("category", "b")]),
+                        ],
+                    ),
+                    // Only fixed partitions: the chunk is skipped, never widened.
+                    chunk(1, vec![part(1, "tag=beef", vec![tag("beef")])]),
+                    // A bucket of a fixed column is an int partition value: Trino reads it (its
+                    // predicate is dropped as for any bucket, and the identity one stays).
+                    chunk(
+                        2,
+                        vec![part(
+                            2,
+                            "tag_bucket=3/category=c",
+                            vec![
+                                fp(
+                                    "tag",
+                                    "fixed[2]",
+                                    "bucket[8]",
+                                    json!({"kind": "bucket", "buckets": 8, "value": 3}),
+                                ),
+                                string_eq("category", "c"),
+                            ],
+                        )],
+                    ),
+                ],
+            )],
+        )],
+    );
+    let r = render_plan(&p, &TrinoDialect::new(trino(483)).unwrap()).unwrap();
+    let sql: Vec<(u32, &str)> = r.tables[0].steps[0]
+        .statements
+        .iter()
+        .map(|s| (s.chunk, s.sql.as_str()))
+        .collect();
+    assert_eq!(sql.len(), 2, "{sql:?}");
+    assert!(
+        sql[0].0 == 0 && sql[0].1.ends_with(r#"WHERE "category" = 'b'"#),
+        "{sql:?}"
+    );
+    assert!(
+        sql[1].0 == 2 && sql[1].1.ends_with(r#"WHERE "category" = 'c'"#),
+        "{sql:?}"
+    );
+    let skipped: Vec<(Option<u32>, &[String], &str)> = r
+        .skipped()
+        .map(|(_, s)| (s.chunk, s.partitions.as_slice(), s.reason.as_str()))
+        .collect();
+    assert_eq!(skipped.len(), 2, "{skipped:?}");
+    for (chunk, partitions, reason) in &skipped {
+        assert!(
+            reason.contains("partitioned by tag (fixed[2])")
+                && reason.contains("Unsupported iceberg type: fixed[2]"),
+            "{reason}"
+        );
+        match chunk {
+            Some(0) => assert_eq!(*partitions, ["tag=cafe/category=a"]),
+            Some(1) => assert!(reason.contains("never turned into a whole-table statement")),
+            other => panic!("{other:?}"),
+        }
+    }
+    // Spark reads fixed partitions: nothing is left out there.
+    let s = render_plan(
+        &p,
+        &SparkDialect::new(spark((3, 5, 6), (1, 10, 0))).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(s.skipped().count(), 0);
+}
