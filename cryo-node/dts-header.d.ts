@@ -90,7 +90,7 @@ export interface RunOptions extends Options {
   defaultDestination?: string
   /** `runFleet` only: per-table destinations, by `namespace.table`. */
   routes?: Record<string, string>
-  /** `runFleet` only: Trino destinations by name: `{ url | urls, user, password?, accessToken?,
+  /** `runFleet` only: Trino destinations by name: `{ url | urls, user, password?, accessToken?, caCertPath?,
    * catalog, version, statementTimeoutMs?, … }` (cryo-core's `TrinoConfig` and `TrinoOptions`). */
   trino?: Record<string, Options>
   /** `runFleet` only: `{ limits?: { [destination]: Limits }, defaults?: Limits, bandit?: { [destination]: BanditConfig } }`. */

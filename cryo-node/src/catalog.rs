@@ -491,7 +491,7 @@ fn take_object(options: &mut Option<Value>, key: &str) -> napi::Result<Option<Ma
     }
 }
 
-/// `trino: { name: { url | urls, user, password, accessToken, catalog, version, … } }`: Trino
+/// `trino: { name: { url | urls, user, password, accessToken, caCertPath, catalog, version, … } }`: Trino
 /// destinations (connection options are cryo-core's `TrinoConfig`, `catalog`, `version` and the
 /// retention floors its `TrinoOptions`).
 fn trino_destinations(
