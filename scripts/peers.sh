@@ -53,7 +53,8 @@ TRINO_MANIFEST_SHA256=258c584350b28154cf49dea2eb9580575001dfcf67158cbdffefdbec62
 # is not on Maven Central (none since 477; its 476 server tarball is 821 MB), so plugin/cryo-password-file
 # is scripts/trino/FilePasswordAuthenticatorPlugin.java (the same `file` authenticator and properties)
 # compiled against the server's SPI and at.favre.lib:bcrypt, upstream's bcrypt library. The sha256 of
-# `sha256sum` over the resolved jars (bcrypt and its one dependency, bytes) pins them.
+# `sha256sum` over every resolved jar (bcrypt and its one dependency, bytes) pins them: a jar more
+# or less, or other bytes, fails the install.
 BCRYPT_JAVA_VERSION=0.10.2
 TRINO_PASSWORD_DEPS_SHA256=0dd6298ef5178fd07d75f5cfec68fe4d5845fdeb85b7aafbde56179149dd106d
 TRINO_PASSWORD_SRC="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/trino/FilePasswordAuthenticatorPlugin.java"
@@ -233,11 +234,15 @@ POMEOF
   mv "$tmp" "$T"
   log "trino $TRINO_VERSION: jars installed in $T ($(du -sh "$T" | cut -f1))"
 }
+password_deps_sha256() {  # dir: the digest of every jar in it but the plugin's own
+  ( cd "$1" && find . -maxdepth 1 -name '*.jar' ! -name cryo-password-file.jar -printf '%f\n' | LC_ALL=C sort \
+      | xargs -r sha256sum | sha256sum | cut -d' ' -f1 )
+}
 trino_password_plugin() {  # plugin/cryo-password-file: the `file` password authenticator (services.sh's HTTPS port)
   local T="$D/trino/$TRINO_VERSION" name=cryo-password-file
   local P="$T/plugin/$name" tmp="$D/trino/$name.tmp"
   if [ -f "$P/$name.jar" ] && cmp -s "$TRINO_PASSWORD_SRC" "$T/$name.java" \
-     && [ "$(cd "$P" && sha256sum at.favre.lib.*.jar | sha256sum | cut -d' ' -f1)" = "$TRINO_PASSWORD_DEPS_SHA256" ]; then
+     && [ "$(password_deps_sha256 "$P")" = "$TRINO_PASSWORD_DEPS_SHA256" ]; then
     return 0
   fi
   command -v mvn >/dev/null 2>&1 || { log "installing maven"; apt_install maven; }
@@ -256,7 +261,7 @@ POMEOF
     org.apache.maven.plugins:maven-dependency-plugin:3.6.1:copy-dependencies -DincludeScope=runtime \
     -Dmdep.prependGroupId=true -DoutputDirectory="$tmp/$name" >"$tmp/mvn.log" 2>&1 \
     || { grep -E 'ERROR' "$tmp/mvn.log" | head -n 5 >&2; return 1; }
-  local got; got=$(cd "$tmp/$name" && sha256sum at.favre.lib.*.jar | sha256sum | cut -d' ' -f1)
+  local got; got=$(password_deps_sha256 "$tmp/$name")
   if [ "$got" != "$TRINO_PASSWORD_DEPS_SHA256" ]; then
     echo "trino: the resolved bcrypt jars differ from the pinned set (sha256 $got, want $TRINO_PASSWORD_DEPS_SHA256)" >&2
     (cd "$tmp/$name" && sha256sum ./*.jar) >&2; return 1
