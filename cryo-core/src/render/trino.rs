@@ -309,8 +309,11 @@ impl Dialect for TrinoDialect {
     }
 
     /// A `fixed[n]` identity partition value: Trino reads none (`IcebergTypes.convertIcebergValueToTrino`
-    /// has no case for it), so every scan of such a table fails while generating splits, whatever
-    /// the WHERE says. Other transforms of a fixed column (bucket) yield values Trino reads.
+    /// has no case for it), so every scan that reaches a file of such a partition fails while
+    /// generating splits: no WHERE can select the partition. Files of a partition of another spec,
+    /// without the fixed field, are pruned before that and scan fine (seen on 483, with
+    /// `OPTIMIZE WHERE` too), so only the fixed partitions are left out. Other transforms of a
+    /// fixed column (bucket) yield values Trino reads.
     fn unreachable_partition(&self, partition: &PartitionTarget) -> Option<String> {
         partition
             .predicate
