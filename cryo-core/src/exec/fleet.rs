@@ -301,6 +301,13 @@ impl<'a> FleetRun<'a> {
         self.options.default_destination.clone()
     }
 
+    /// Whether a waiting table is to be tried now: its retry is due, or the deadline has passed
+    /// (whatever retry it was given, a backoff or a window opening tomorrow: `try_start` then
+    /// ends it with that reason rather than the run sleeping past its deadline).
+    fn due(&self, w: &Work<'_>, now: i64) -> bool {
+        w.not_before_ms <= now || self.options.deadline_ms.is_some_and(|d| now >= d)
+    }
+
     /// Carry the plan out. Fails only on an invalid plan or options, an unknown destination, or a
     /// receipt log that cannot be written; everything that happens to a table is a receipt.
     pub async fn execute(self) -> Result<FleetOutcome> {
@@ -327,7 +334,7 @@ impl<'a> FleetRun<'a> {
             let now = self.clock.now_ms();
             let mut probes: BTreeMap<String, Probe> = BTreeMap::new();
             for (i, w) in works.iter_mut().enumerate() {
-                if w.done || w.running || w.not_before_ms > now {
+                if w.done || w.running || !self.due(w, now) {
                     continue;
                 }
                 let mut new = Vec::new();
@@ -356,7 +363,7 @@ impl<'a> FleetRun<'a> {
             let now = self.clock.now_ms();
             if works
                 .iter()
-                .any(|w| !w.done && !w.running && w.not_before_ms <= now)
+                .any(|w| !w.done && !w.running && self.due(w, now))
             {
                 continue;
             }

@@ -439,6 +439,53 @@ async fn an_unreachable_probe_never_admits_and_the_deadline_ends_the_run() {
     );
 }
 
+/// A deferral whose retry falls after the deadline (a long backoff here; a maintenance window
+/// that opens tomorrow in production) does not hold the run past the deadline.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_deadline_ends_the_run_before_a_later_retry() {
+    let dir = tempfile::tempdir().unwrap();
+    let lake = lake(dir.path()).await;
+    let plan = plan(&lake.catalog).await;
+    let clock = Arc::new(TokioClock::new(plan.created_at_ms));
+    let engine = Arc::new(Scripted::new(&["c1"], 0, true, Arc::clone(&clock)));
+    let started = std::time::Instant::now();
+    let out = FleetRun::new(&lake.catalog, &plan)
+        .with_clock(clock.clone())
+        .with_engine("cluster", engine.clone())
+        .with_governor(governor(Limits {
+            backoff_ms: 60_000,
+            ..Limits::default()
+        }))
+        .with_options(FleetOptions {
+            default_destination: "cluster".into(),
+            deadline_ms: Some(clock.now_ms() + 1_000),
+            min_retry_ms: 100,
+            ..FleetOptions::default()
+        })
+        .dry_run(false)
+        .execute()
+        .await
+        .unwrap();
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(10),
+        "the run waited for a retry after its deadline: {:?}",
+        started.elapsed()
+    );
+    assert_eq!(out.count(ReceiptStatus::Admitted), 0, "{:#?}", out.receipts);
+    assert!(
+        out.receipts
+            .iter()
+            .any(|r| r.reason.as_deref().is_some_and(|r| r.contains("deadline"))),
+        "{:#?}",
+        out.receipts
+    );
+    assert!(
+        out.tables
+            .iter()
+            .all(|t| matches!(t.status, TableStatus::Deferred | TableStatus::Skipped))
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn caps_bound_parallel_steps_and_coordinators_take_turns() {
     let dir = tempfile::tempdir().unwrap();
