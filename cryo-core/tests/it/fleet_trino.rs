@@ -542,7 +542,14 @@ async fn receipts_of_a_fleet_run_over_https_hold_no_password() {
     };
     // A wrong password first: nothing runs, and the receipts say why without the secret.
     let now = chrono::Utc::now().timestamp_millis();
+    let started = Instant::now();
     let refused = run(planted.to_string(), Some(now + 3_000)).await.unwrap();
+    // It ends at the deadline, not at the governor's next retry (its backoff is a minute).
+    assert!(
+        started.elapsed() < Duration::from_secs(30),
+        "{:?}",
+        started.elapsed()
+    );
     assert_eq!(refused.count(ReceiptStatus::Succeeded), 0, "{refused:#?}");
     let refused_json = serde_json::to_string(&refused).unwrap();
     assert!(refused_json.contains("HTTP 401"), "{refused_json}");
