@@ -376,11 +376,24 @@ fn literal_kind(lit: &Literal) -> &'static str {
     }
 }
 
-/// Text fit for a `--` comment line: control characters escaped.
+/// Characters that are not control characters but still end a line or reorder text for the
+/// person reviewing a script: the Unicode line and paragraph separators (editors and
+/// `str.splitlines` break lines there, so the rest of a `--` note would look like SQL) and the
+/// bidirectional controls of "Trojan Source" (CVE-2021-42574), which display a comment's text in
+/// another order than it is read.
+fn breaks_review(c: char) -> bool {
+    matches!(
+        c,
+        '\u{2028}' | '\u{2029}' | '\u{061C}' | '\u{200E}' | '\u{200F}' | '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}'
+    )
+}
+
+/// Text fit for a `--` comment line: control characters, line separators and bidirectional
+/// controls escaped.
 pub(crate) fn comment_safe(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
     for c in s.chars() {
-        if c.is_control() {
+        if c.is_control() || breaks_review(c) {
             out.extend(c.escape_debug());
         } else {
             out.push(c);
@@ -393,6 +406,25 @@ pub(crate) fn comment_safe(s: &str) -> String {
 #[allow(clippy::unwrap_used)] // Reason: a failed unwrap is the test failure.
 mod tests {
     use super::*;
+
+    #[test]
+    fn comments_escape_line_breaks_and_bidi_controls() {
+        let text =
+            "a\nb\r\u{85}c\u{2028}d\u{2029}e\u{202E}f\u{2066}g\u{200F}h \u{E9}\u{301} 表 \u{1F9CA}";
+        let safe = comment_safe(text);
+        assert_eq!(safe.lines().count(), 1, "{safe}");
+        assert_eq!(
+            safe.split(['\u{2028}', '\u{2029}', '\u{85}']).count(),
+            1,
+            "{safe}"
+        );
+        assert!(
+            !safe.chars().any(|c| c.is_control() || breaks_review(c)),
+            "{safe}"
+        );
+        // Printable text, accents and emoji stay as written.
+        assert!(safe.ends_with("h \u{E9}\u{301} 表 \u{1F9CA}"), "{safe}");
+    }
 
     #[test]
     fn dates_are_strict() {

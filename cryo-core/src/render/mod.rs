@@ -125,6 +125,13 @@ pub trait Dialect: fmt::Debug + Send + Sync {
     fn table_name(&self, table: &TableId) -> String;
     /// Caveats about addressing this table (case folding, nested namespaces).
     fn table_notes(&self, table: &TableId) -> Vec<String>;
+    /// Why this engine cannot address the table at all, if it cannot: the walker then renders
+    /// none of its steps (each is skipped with the reason), so no statement ever names a table
+    /// other than the intended one. By default a name with an empty part is refused: no engine
+    /// accepts an empty quoted identifier (Trino: "Zero-length delimited identifier not allowed").
+    fn unaddressable(&self, table: &TableId) -> Option<String> {
+        empty_part(table)
+    }
     /// One field predicate as SQL, or why this engine cannot express it (`"<predicate>: <reason>"`;
     /// the walker drops it and notes the drop).
     fn field_predicate(&self, predicate: &FieldPredicate) -> std::result::Result<Term, String>;
@@ -360,6 +367,16 @@ pub fn render_plan(plan: &MaintenancePlan, dialect: &dyn Dialect) -> Result<Rend
     })
 }
 
+/// The refusal of a table name with an empty namespace level or name.
+pub(crate) fn empty_part(table: &TableId) -> Option<String> {
+    table.parts().iter().any(|p| p.is_empty()).then(|| {
+        format!(
+            "unaddressable table name {}: an empty namespace level or table name cannot be quoted as an identifier",
+            literal::comment_safe(&table.to_string())
+        )
+    })
+}
+
 /// Render one table's steps; `plan_created_at_ms` is the plan's `now` (retention checks).
 pub fn render_table(
     table: &TablePlan,
@@ -373,6 +390,17 @@ pub fn render_table(
         steps: Vec::new(),
         skipped: Vec::new(),
     };
+    if let Some(reason) = dialect.unaddressable(&table.table) {
+        for step in &table.steps {
+            out.skipped.push(SkippedRender {
+                operation: step.operation,
+                chunk: None,
+                partitions: Vec::new(),
+                reason: reason.clone(),
+            });
+        }
+        return out;
+    }
     for step in &table.steps {
         render_step(&table.table, step, dialect, plan_created_at_ms, &mut out);
     }

@@ -91,7 +91,7 @@ impl SparkDialect {
     }
 
     fn sort_field(&self, spec: &str) -> std::result::Result<String, String> {
-        let mut rest = spec.trim();
+        let mut rest = spec;
         let mut suffix = Vec::new();
         for (word, keep) in [("NULLS FIRST", "NULLS FIRST"), ("NULLS LAST", "NULLS LAST")] {
             if let Some(r) = strip_word_ci(rest, word) {
@@ -107,11 +107,14 @@ impl SparkDialect {
                 break;
             }
         }
-        if rest.is_empty() {
+        if rest.trim().is_empty() {
             return Err(format!(
                 "malformed plan: sort column `{}` names no column",
                 super::literal::comment_safe(spec)
             ));
+        }
+        if rest.trim() != rest {
+            return Err(edge_whitespace("sort", spec));
         }
         let mut out = self.column(rest);
         for s in suffix {
@@ -139,17 +142,20 @@ impl SparkDialect {
                 if columns.is_empty() || columns.iter().any(|c| c.trim().is_empty()) {
                     return Err("malformed plan: z-order needs column names".to_string());
                 }
+                if let Some(c) = columns.iter().find(|c| c.trim() != c.as_str()) {
+                    return Err(edge_whitespace("z-order", c));
+                }
                 if let Some(c) = columns.iter().find(|c| col_refuses(c)) {
                     return Err(format!(
                         "z-order column `{}`: Iceberg's Spark z-order resolves each name again with Dataset.col, which refuses a backtick in a column name (\"Syntax error in attribute name\"); a sort strategy can take it",
-                        super::literal::comment_safe(c.trim())
+                        super::literal::comment_safe(c)
                     ));
                 }
                 Ok(Some(format!(
                     "zorder({})",
                     columns
                         .iter()
-                        .map(|c| self.column(c.trim()))
+                        .map(|c| self.column(c))
                         .collect::<Vec<_>>()
                         .join(",")
                 )))
@@ -236,14 +242,24 @@ fn col_refuses(column: &str) -> bool {
     column.contains('`')
 }
 
-/// `rest` without a trailing ` WORD` (ASCII case-insensitive), if it ends with one.
+/// A sort or z-order column whose name starts or ends with whitespace: the plan's text form
+/// (`name [ASC|DESC] [NULLS FIRST|LAST]`) cannot tell that whitespace from a separator, and
+/// trimming it would sort by another column.
+fn edge_whitespace(what: &str, spec: &str) -> String {
+    format!(
+        "{what} column `{}`: a name that starts or ends with whitespace is ambiguous in the plan's sort text, and trimming it would address another column",
+        super::literal::comment_safe(spec)
+    )
+}
+
+/// `s` without a trailing ` WORD` (one space, then the word, ASCII case-insensitive), if it ends
+/// with one. Any further whitespace stays with the name (and makes it ambiguous).
 fn strip_word_ci<'a>(s: &'a str, word: &str) -> Option<&'a str> {
     let cut = s.len().checked_sub(word.len())?;
     if !s.is_char_boundary(cut) || !s[cut..].eq_ignore_ascii_case(word) {
         return None;
     }
-    let head = &s[..cut];
-    head.ends_with(char::is_whitespace).then(|| head.trim_end())
+    s[..cut].strip_suffix(' ')
 }
 
 impl Dialect for SparkDialect {

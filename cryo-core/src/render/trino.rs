@@ -193,6 +193,22 @@ impl Dialect for TrinoDialect {
         )
     }
 
+    /// Besides an empty part: a nested namespace with a dot inside a level. Trino addresses a
+    /// nested namespace as one schema named with the levels joined by dots, which its REST
+    /// catalog splits at every dot again: `["a.b", "c"]` would reach `["a", "b", "c"]` (and with
+    /// nested namespaces off, no nested namespace is reachable at all).
+    fn unaddressable(&self, table: &TableId) -> Option<String> {
+        super::empty_part(table).or_else(|| {
+            let levels = &table.namespace.0;
+            (levels.len() > 1 && levels.iter().any(|l| l.contains('.'))).then(|| {
+                format!(
+                    "unaddressable table name {}: Trino names a nested namespace as one schema with its levels joined by dots, so a level that itself contains a dot would address another namespace",
+                    super::literal::comment_safe(&table.to_string())
+                )
+            })
+        })
+    }
+
     fn table_notes(&self, table: &TableId) -> Vec<String> {
         let mut notes = Vec::new();
         if table.namespace.0.len() > 1 {

@@ -22,5 +22,6 @@ mod peers_scan;
 mod pipeline;
 mod render;
 mod render_fixtures;
+mod render_hostile;
 mod replace;
 mod rest_scripted;
