@@ -9,4 +9,5 @@ mod counters;
 mod storage;
 
 pub use counters::{IoCounters, IoSnapshot, PathKind};
+pub(crate) use storage::local_file_path;
 pub use storage::{ObjectStorage, ObjectStorageFactory, StoreLocation, normalize_location};

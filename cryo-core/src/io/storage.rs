@@ -402,6 +402,20 @@ impl ObjectStorage {
     }
 }
 
+/// The file a `file:` location reads and deletes, as the local store maps its key (it decodes
+/// the key's escapes); `None` for other schemes. Staging files, which the store does not map,
+/// are their plain path.
+pub(crate) fn local_file_path(location: &str) -> Option<std::path::PathBuf> {
+    let loc = StoreLocation::parse(location).ok()?;
+    if loc.scheme != Scheme::File {
+        return None;
+    }
+    object_store::local::LocalFileSystem::new()
+        .path_to_filesystem(&loc.key)
+        .ok()
+        .or_else(|| local_path(location))
+}
+
 /// The local path of a `file:` location (`file:///a`, `file:/a`, `/a`).
 fn local_path(location: &str) -> Option<std::path::PathBuf> {
     let rest = location

@@ -25,7 +25,9 @@
 //! explicitly overridden; no other table of the catalog may share the location; every
 //! metadata file must read (a missing or corrupt
 //! manifest refuses the run rather than make its files orphans); nothing outside the table
-//! location is ever listed or deleted; and the default is a dry run.
+//! location is ever listed or deleted (a location that spells a way out, `..` or `%2e%2e` or
+//! `%2F`, is refused; on local storage a file that resolves through a symbolic link to
+//! somewhere else is skipped); and the default is a dry run.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
@@ -387,14 +389,19 @@ impl<'a> RemoveOrphanFiles<'a> {
                     .orphans;
             }
         }
-        // Never outside the location, whatever the listing returned.
-        classified.orphans.retain(|f| {
-            let inside = root.contains(&FileUri::parse(&f.path, &maps)) && f.path != location;
-            if !inside {
+        // Never outside the location, whatever the listing returned: by path, and on local
+        // storage also once links are resolved.
+        let mut inside = Vec::with_capacity(classified.orphans.len());
+        for f in std::mem::take(&mut classified.orphans) {
+            if !root.contains(&FileUri::parse(&f.path, &maps)) || f.path == location {
                 tracing::error!(table = %self.table, path = %f.path, "listed file outside the table location skipped");
+            } else if !resolves_inside(&location, &f.path).await {
+                tracing::error!(table = %self.table, path = %f.path, "listed file resolves (through a link) outside the table location: skipped");
+            } else {
+                inside.push(f);
             }
-            inside
-        });
+        }
+        classified.orphans = inside;
         classified.orphans.sort_by(|a, b| a.path.cmp(&b.path));
 
         let mut outcome = RemoveOrphanFilesOutcome {
@@ -524,17 +531,69 @@ fn refuse_if_gc_disabled(table: &LoadedTable) -> Result<()> {
 }
 
 /// The table location, normalized, or a refusal when it cannot be reasoned about.
+///
+/// The location is checked as written, before normalization: normalizing re-encodes a `..`
+/// segment as `%2E%2E`, and a local store decodes `%2e%2e` and `%2F` again when it turns the key
+/// into a file path, so a location that only *spells* its way out (`t/../victim`,
+/// `t/%2e%2e/victim`, `t%2F..%2Fvictim`) would list and delete another directory.
 pub(crate) fn table_location(table: &LoadedTable) -> Result<String> {
     let raw = table.metadata.location();
+    let refuse = |why: &str| Error::Refused {
+        table: table.id.to_string(),
+        reason: format!("its location `{raw}` {why}"),
+    };
+    if let Some(seg) = FileUri::parse(raw, &UriMaps::default())
+        .segments()
+        .find(|s| traverses(s))
+    {
+        return Err(refuse(&format!(
+            "has the path segment `{seg}`, which (decoded) is `.` or `..` or holds a separator: not a plain path"
+        )));
+    }
     let location = crate::io::normalize_location(raw)?;
     let uri = FileUri::parse(&location, &UriMaps::default());
-    if uri.segments().any(|s| s == "." || s == "..") || uri.segments().next().is_none() {
-        return Err(Error::Refused {
-            table: table.id.to_string(),
-            reason: format!("its location `{raw}` is a storage root or not a plain path"),
-        });
+    if uri.segments().any(traverses) || uri.segments().next().is_none() {
+        return Err(refuse("is a storage root or not a plain path"));
     }
     Ok(location)
+}
+
+/// A path segment that is, or decodes (once or more: stores and tools decode again) to, `.` or
+/// `..`, or that decodes to something holding a separator.
+fn traverses(segment: &str) -> bool {
+    let mut s = segment.to_string();
+    for _ in 0..4 {
+        if s == "." || s == ".." || s.contains(['/', '\\']) {
+            return true;
+        }
+        match percent_decoded(&s) {
+            Some(d) => s = d,
+            None => return false,
+        }
+    }
+    true
+}
+
+/// On local storage, whether `path` really lies below `root` once symbolic links are resolved:
+/// the local store follows links when it lists, so a link inside the table directory to a
+/// directory elsewhere lists that directory's files under the table's prefix, and deleting them
+/// through the link would delete outside the table. A path that does not resolve (a dangling
+/// link, a file gone meanwhile) is not inside. Not local storage: `true` (object stores have no
+/// links; the path check stands).
+async fn resolves_inside(root: &str, path: &str) -> bool {
+    let (Some(root), Some(file)) = (
+        crate::io::local_file_path(root),
+        crate::io::local_file_path(path),
+    ) else {
+        return true;
+    };
+    match (
+        tokio::fs::canonicalize(&root).await,
+        tokio::fs::canonicalize(&file).await,
+    ) {
+        (Ok(root), Ok(file)) => file.starts_with(&root) && file != root,
+        _ => false,
+    }
 }
 
 // ------------------------------------------------------------------------------------------
@@ -1239,6 +1298,36 @@ mod tests {
         assert_eq!(percent_decoded("/a%2"), None);
         assert_eq!(percent_decoded("/a%zz"), None);
         assert_eq!(percent_decoded("/%ff"), None);
+    }
+
+    #[test]
+    fn traversal_is_found_however_it_is_spelled() {
+        for seg in [
+            ".",
+            "..",
+            "%2e",
+            "%2E%2e",
+            "%252e%252E",
+            "a%2Fb",
+            "a%2fb",
+            "a%5Cb",
+            "%2e%2e%2f",
+            "%25252e%25252e",
+        ] {
+            assert!(traverses(seg), "{seg}");
+        }
+        for seg in [
+            "t",
+            "...",
+            ".hidden",
+            "a%20b",
+            "%zz",
+            "caf\u{e9}",
+            "a..b",
+            "%ff",
+        ] {
+            assert!(!traverses(seg), "{seg}");
+        }
     }
 
     #[test]

@@ -18,6 +18,7 @@ mod maintain_manifests;
 mod maintain_position_deletes;
 mod maintain_run;
 mod orphans;
+mod orphans_paths;
 mod peers_scan;
 mod pipeline;
 mod render;
