@@ -153,7 +153,10 @@ impl fmt::Display for TableId {
 }
 
 /// A table's metadata as loaded from a catalog, with the storage to read the rest.
-#[derive(Debug, Clone)]
+///
+/// `Debug` leaves out the `FileIO`: upstream's derived `Debug` prints its storage properties,
+/// credentials included.
+#[derive(Clone)]
 pub struct LoadedTable {
     /// Identifier in its catalog.
     pub id: TableId,
@@ -165,6 +168,17 @@ pub struct LoadedTable {
     pub storage: ObjectStorage,
     /// The same storage as an iceberg `FileIO` (for upstream readers and writers).
     pub file_io: FileIO,
+}
+
+impl fmt::Debug for LoadedTable {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("LoadedTable")
+            .field("id", &self.id)
+            .field("metadata_location", &self.metadata_location)
+            .field("metadata", &self.metadata)
+            .field("storage", &self.storage)
+            .finish_non_exhaustive()
+    }
 }
 
 impl LoadedTable {

@@ -20,7 +20,7 @@ use serde::{Deserialize, Serialize};
 
 use super::IoCounters;
 use crate::catalog::props;
-use crate::error::{Error, Result};
+use crate::error::{BoxError, Error, Result};
 
 /// In-memory stores live for the whole process, one per `memory://<authority>`.
 static MEMORY_STORES: LazyLock<Mutex<HashMap<String, Arc<InMemory>>>> =
@@ -276,6 +276,10 @@ impl ObjectStorage {
         Ok(Arc::new(store))
     }
 
+    fn secrets(&self) -> Secrets {
+        Secrets::of(&self.props)
+    }
+
     fn resolve(&self, location: &str) -> Result<(Arc<dyn ObjectStore>, StoreLocation)> {
         let loc = StoreLocation::parse(location)?;
         Ok((self.store(&loc)?, loc))
@@ -287,10 +291,10 @@ impl ObjectStorage {
         let bytes = store
             .get(&loc.key)
             .await
-            .map_err(|e| storage_error(location, "read", e))?
+            .map_err(|e| storage_error(&self.secrets(), location, "read", e))?
             .bytes()
             .await
-            .map_err(|e| storage_error(location, "read", e))?;
+            .map_err(|e| storage_error(&self.secrets(), location, "read", e))?;
         self.counters.record_read(location, bytes.len() as u64);
         Ok(bytes)
     }
@@ -301,7 +305,7 @@ impl ObjectStorage {
         match store.head(&loc.key).await {
             Ok(meta) => Ok(Some(listed(&loc, &meta))),
             Err(object_store::Error::NotFound { .. }) => Ok(None),
-            Err(e) => Err(storage_error(location, "head", e)),
+            Err(e) => Err(storage_error(&self.secrets(), location, "head", e)),
         }
     }
 
@@ -311,7 +315,7 @@ impl ObjectStorage {
         store
             .put(&loc.key, PutPayload::from(bytes))
             .await
-            .map_err(|e| storage_error(location, "write", e))?;
+            .map_err(|e| storage_error(&self.secrets(), location, "write", e))?;
         self.counters.record_write(location);
         Ok(())
     }
@@ -334,7 +338,7 @@ impl ObjectStorage {
                 Ok(true)
             }
             Err(object_store::Error::AlreadyExists { .. }) => Ok(false),
-            Err(e) => Err(storage_error(location, "create", e)),
+            Err(e) => Err(storage_error(&self.secrets(), location, "create", e)),
         }
     }
 
@@ -353,7 +357,7 @@ impl ObjectStorage {
         }
         match store.delete(&loc.key).await {
             Ok(()) | Err(object_store::Error::NotFound { .. }) => Ok(()),
-            Err(e) => Err(storage_error(location, "delete", e)),
+            Err(e) => Err(storage_error(&self.secrets(), location, "delete", e)),
         }
     }
 
@@ -371,7 +375,7 @@ impl ObjectStorage {
             Ok(m) => m,
             // A missing local directory lists as empty, as it does on object stores.
             Err(object_store::Error::NotFound { .. }) => Vec::new(),
-            Err(e) => return Err(storage_error(prefix, "list", e)),
+            Err(e) => return Err(storage_error(&self.secrets(), prefix, "list", e)),
         };
         Ok(metas.iter().map(|m| listed(&loc, m)).collect())
     }
@@ -493,7 +497,56 @@ fn listed(loc: &StoreLocation, meta: &ObjectMeta) -> ListedObject {
     }
 }
 
-fn storage_error(location: &str, op: &str, e: object_store::Error) -> Error {
+/// The credential values of a storage configuration, scrubbed from every storage error: an
+/// object store's error carries the server's response body, and servers echo requests there
+/// (S3's `SignatureDoesNotMatch` holds the access key id and the canonical request, session
+/// token included; a proxy may echo every header).
+#[derive(Clone, Default)]
+pub(crate) struct Secrets(Arc<Vec<String>>);
+
+impl Secrets {
+    fn of(props: &HashMap<String, String>) -> Self {
+        let mut values: Vec<String> = Vec::new();
+        for (k, v) in props {
+            if !props::is_secret(k) {
+                continue;
+            }
+            values.push(v.clone());
+            // OAuth2 credentials (`id:secret`) may appear split.
+            if let Some((_, secret)) = v.split_once(':') {
+                values.push(secret.to_string());
+            }
+        }
+        // Short values would scrub ordinary words; longest first, so no secret is left half-scrubbed.
+        values.retain(|v| v.len() >= 3);
+        values.sort_by_key(|v| std::cmp::Reverse(v.len()));
+        values.dedup();
+        Secrets(Arc::new(values))
+    }
+
+    fn scrub(&self, text: &str) -> String {
+        let mut out = text.to_string();
+        for v in self.0.iter() {
+            out = out.replace(v.as_str(), "***");
+        }
+        out
+    }
+}
+
+/// The error text of an object store error and its sources, scrubbed (the source of a
+/// [`Error::Storage`] that could hold a server's words).
+#[derive(Debug)]
+struct ScrubbedError(String);
+
+impl fmt::Display for ScrubbedError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for ScrubbedError {}
+
+fn storage_error(secrets: &Secrets, location: &str, op: &str, e: object_store::Error) -> Error {
     let (message, retryable) = match &e {
         object_store::Error::NotFound { .. } => (format!("{op}: file not found"), false),
         object_store::Error::AlreadyExists { .. } => (format!("{op}: file already exists"), false),
@@ -501,10 +554,27 @@ fn storage_error(location: &str, op: &str, e: object_store::Error) -> Error {
         | object_store::Error::Unauthenticated { .. } => (format!("{op}: access denied"), false),
         _ => (format!("{op} failed"), true),
     };
+    // Not-found and already-exists name only the path, and callers look for not-found by
+    // type; every other error keeps its text (scrubbed), not the object.
+    let source: BoxError = match e {
+        object_store::Error::NotFound { .. } | object_store::Error::AlreadyExists { .. } => {
+            Box::new(e)
+        }
+        other => {
+            let mut text = other.to_string();
+            let mut cause = std::error::Error::source(&other);
+            while let Some(c) = cause {
+                text.push_str(": ");
+                text.push_str(&c.to_string());
+                cause = c.source();
+            }
+            Box::new(ScrubbedError(secrets.scrub(&text)))
+        }
+    };
     Error::Storage {
         path: location.to_string(),
         message,
-        source: Some(Box::new(e)),
+        source: Some(source),
         retryable,
     }
 }
@@ -557,6 +627,7 @@ impl Storage for ObjectStorage {
             key: loc.key,
             location: path.to_string(),
             counters: Arc::clone(&self.counters),
+            secrets: self.secrets(),
         }))
     }
 
@@ -575,6 +646,7 @@ impl Storage for ObjectStorage {
             buffered: 0,
             upload: None,
             closed: false,
+            secrets: self.secrets(),
         }))
     }
 
@@ -617,6 +689,7 @@ struct ObjectRead {
     key: ObjectPath,
     location: String,
     counters: Arc<IoCounters>,
+    secrets: Secrets,
 }
 
 #[async_trait]
@@ -627,7 +700,7 @@ impl FileRead for ObjectRead {
             .store
             .get_range(&self.key, range)
             .await
-            .map_err(|e| ice(storage_error(&self.location, "read", e)))?;
+            .map_err(|e| ice(storage_error(&self.secrets, &self.location, "read", e)))?;
         self.counters.record_read(&self.location, len);
         Ok(bytes)
     }
@@ -641,6 +714,7 @@ struct ObjectWrite {
     buffered: usize,
     upload: Option<WriteMultipart>,
     closed: bool,
+    secrets: Secrets,
 }
 
 #[async_trait]
@@ -655,7 +729,7 @@ impl FileWrite for ObjectWrite {
         if let Some(up) = self.upload.as_mut() {
             up.wait_for_capacity(4)
                 .await
-                .map_err(|e| ice(storage_error(&self.location, "write", e)))?;
+                .map_err(|e| ice(storage_error(&self.secrets, &self.location, "write", e)))?;
             up.write(&bs);
             return Ok(());
         }
@@ -666,7 +740,7 @@ impl FileWrite for ObjectWrite {
                 .store
                 .put_multipart(&self.key)
                 .await
-                .map_err(|e| ice(storage_error(&self.location, "write", e)))?;
+                .map_err(|e| ice(storage_error(&self.secrets, &self.location, "write", e)))?;
             let mut up = WriteMultipart::new(upload);
             for chunk in self.buffer.drain(..) {
                 up.write(&chunk);
@@ -688,13 +762,13 @@ impl FileWrite for ObjectWrite {
         if let Some(up) = self.upload.take() {
             up.finish()
                 .await
-                .map_err(|e| ice(storage_error(&self.location, "write", e)))?;
+                .map_err(|e| ice(storage_error(&self.secrets, &self.location, "write", e)))?;
         } else {
             let payload: PutPayload = std::mem::take(&mut self.buffer).into_iter().collect();
             self.store
                 .put(&self.key, payload)
                 .await
-                .map_err(|e| ice(storage_error(&self.location, "write", e)))?;
+                .map_err(|e| ice(storage_error(&self.secrets, &self.location, "write", e)))?;
         }
         Ok(())
     }

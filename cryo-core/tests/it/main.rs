@@ -26,3 +26,4 @@ mod render_fixtures;
 mod render_hostile;
 mod replace;
 mod rest_scripted;
+mod secrets;
