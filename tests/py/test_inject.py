@@ -191,6 +191,11 @@ def test_trino_refusals_name_their_reason():
     assert any(r["table"]["name"] == "" for r in refused)
     assert any(len(r["table"]["namespace"]) > 1 and "." in r["table"]["namespace"][1] for r in refused)
     assert len(tables) >= 3
+    # Names with upper-case letters: Trino folds them and would address a lower-case twin or nothing.
+    folded = [r for r in refused if "folds identifiers to lower case" in r["skipped"]]
+    assert folded and all(any(ch.isupper() for part in [*r["table"]["namespace"], r["table"]["name"]] for ch in part) for r in folded)
+    emitted = [r for r in records if "sql" in r]
+    assert emitted and not any(any(ch.isupper() for part in [*r["expect"]["namespace"], r["expect"]["name"]] for ch in part) for r in emitted)
     catalogs = {r["catalog"] for r in records if "refused" in r}
     assert "" in catalogs and "new\nline" in catalogs and "nul\x00byte" in catalogs
 

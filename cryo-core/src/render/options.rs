@@ -132,6 +132,12 @@ pub struct TrinoOptions {
     pub expire_snapshots_min_retention_ms: i64,
     /// The cluster's `iceberg.remove-orphan-files.min-retention` (Trino's default: 7 days).
     pub remove_orphan_files_min_retention_ms: i64,
+    /// The catalog's `iceberg.rest-catalog.case-insensitive-name-matching` (REST catalogs only;
+    /// off by default). Trino folds identifiers to lower case, quoted or not; without this
+    /// setting it looks a table up under the lower-cased name, so a table whose namespace or
+    /// name holds upper-case letters is refused: its statement would reach another table (a
+    /// lower-case twin) or none.
+    pub case_insensitive_name_matching: bool,
 }
 
 impl Default for TrinoOptions {
@@ -141,6 +147,7 @@ impl Default for TrinoOptions {
             version: 0,
             expire_snapshots_min_retention_ms: 7 * DAY_MS,
             remove_orphan_files_min_retention_ms: 7 * DAY_MS,
+            case_insensitive_name_matching: false,
         }
     }
 }

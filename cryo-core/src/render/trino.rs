@@ -197,16 +197,32 @@ impl Dialect for TrinoDialect {
     /// nested namespace as one schema named with the levels joined by dots, which its REST
     /// catalog splits at every dot again: `["a.b", "c"]` would reach `["a", "b", "c"]` (and with
     /// nested namespaces off, no nested namespace is reachable at all).
+    ///
+    /// And a name with upper-case letters, unless the catalog matches names case-insensitively:
+    /// Trino folds identifiers to lower case, quoted or not, and would look the table up under
+    /// the lower-cased name — a lower-case twin, or nothing.
     fn unaddressable(&self, table: &TableId) -> Option<String> {
-        super::empty_part(table).or_else(|| {
-            let levels = &table.namespace.0;
-            (levels.len() > 1 && levels.iter().any(|l| l.contains('.'))).then(|| {
-                format!(
-                    "unaddressable table name {}: Trino names a nested namespace as one schema with its levels joined by dots, so a level that itself contains a dot would address another namespace",
-                    super::literal::comment_safe(&table.to_string())
-                )
+        super::empty_part(table)
+            .or_else(|| {
+                let levels = &table.namespace.0;
+                (levels.len() > 1 && levels.iter().any(|l| l.contains('.'))).then(|| {
+                    format!(
+                        "unaddressable table name {}: Trino names a nested namespace as one schema with its levels joined by dots, so a level that itself contains a dot would address another namespace",
+                        super::literal::comment_safe(&table.to_string())
+                    )
+                })
             })
-        })
+            .or_else(|| {
+                (!self.options.case_insensitive_name_matching
+                    && table.parts().iter().any(|p| p.chars().any(char::is_uppercase)))
+                .then(|| {
+                    format!(
+                        "unaddressable table name {}: Trino folds identifiers to lower case, quoted or not, and would look up {} — another table or none (a REST catalog with iceberg.rest-catalog.case-insensitive-name-matching: set case_insensitive_name_matching)",
+                        super::literal::comment_safe(&table.to_string()),
+                        super::literal::comment_safe(&table.to_string().to_lowercase())
+                    )
+                })
+            })
     }
 
     fn table_notes(&self, table: &TableId) -> Vec<String> {
@@ -218,10 +234,17 @@ impl Dialect for TrinoDialect {
                 table.namespace.dotted()
             ));
         }
-        let parts = std::iter::once(self.options.catalog.as_str()).chain(table.parts());
-        if parts.into_iter().any(|p| p.chars().any(char::is_uppercase)) {
+        let upper = |p: &str| p.chars().any(char::is_uppercase);
+        if upper(&self.options.catalog) {
+            notes.push(format!(
+                "Trino folds identifiers to lower case, quoted or not: the catalog is looked up as {}",
+                super::literal::comment_safe(&self.options.catalog.to_lowercase())
+            ));
+        }
+        // Without case-insensitive matching such a table is refused (`unaddressable`).
+        if self.options.case_insensitive_name_matching && table.parts().iter().any(|p| upper(p)) {
             notes.push(
-                "Trino folds identifiers to lower case, quoted or not: a name stored with upper-case letters is looked up in lower case"
+                "Trino folds identifiers to lower case, quoted or not: the table is looked up in lower case and matched by the catalog's case-insensitive name matching"
                     .to_string(),
             );
         }

@@ -621,8 +621,9 @@ fn hostile() -> MaintenancePlan {
                 s(vec![part(0, "x=1", vec![string_eq("x", evil)])]),
             ),
             table(
+                // Lower case: Trino refuses a name with upper-case letters (the table above).
                 &["db"],
-                "x; DROP TABLE y; --",
+                "x; drop table y; --",
                 s(vec![part(0, "x=1", vec![string_eq("x", "1")])]),
             ),
             table(
@@ -689,6 +690,62 @@ pub fn check_rendered(
         &(serde_json::to_string_pretty(&rendered).unwrap() + "\n"),
     );
     rendered
+}
+
+/// Trino folds identifiers to lower case: a table named with upper-case letters is refused
+/// (its statement would reach a lower-case twin or nothing) unless the catalog matches names
+/// case-insensitively, when it renders with a note.
+#[test]
+fn trino_upper_case_names_need_case_insensitive_matching() {
+    let plan = plan(
+        "case_folding",
+        vec![
+            table(&["db"], "Events", vec![step(manifests(), whole())]),
+            table(&["db"], "events", vec![step(manifests(), whole())]),
+        ],
+    );
+    let strict = render_plan(&plan, &TrinoDialect::new(trino(480)).unwrap()).unwrap();
+    let upper = &strict.tables[0];
+    assert!(
+        upper.steps.iter().all(|s| s.statements.is_empty()),
+        "{upper:?}"
+    );
+    assert_eq!(upper.skipped.len(), 1, "{upper:?}");
+    let reason = &upper.skipped[0].reason;
+    assert!(
+        reason.contains("unaddressable table name db.Events:")
+            && reason.contains("case_insensitive_name_matching"),
+        "{reason}"
+    );
+    // The lower-case twin renders as usual, and the script names it once.
+    let script = strict.to_script();
+    assert_eq!(
+        script.matches("ALTER TABLE").count(),
+        1,
+        "only the twin is addressed: {script}"
+    );
+    assert!(script.contains(r#"ALTER TABLE "lake"."db"."events" EXECUTE optimize_manifests;"#));
+
+    let matching = TrinoOptions {
+        case_insensitive_name_matching: true,
+        ..trino(480)
+    };
+    let lenient = render_plan(&plan, &TrinoDialect::new(matching).unwrap()).unwrap();
+    let upper = &lenient.tables[0];
+    assert!(upper.skipped.is_empty(), "{upper:?}");
+    assert!(
+        upper
+            .notes
+            .iter()
+            .any(|n| n.contains("case-insensitive name matching")),
+        "{:?}",
+        upper.notes
+    );
+    assert!(
+        lenient
+            .to_script()
+            .contains(r#"ALTER TABLE "lake"."db"."Events" EXECUTE optimize_manifests;"#)
+    );
 }
 
 #[test]

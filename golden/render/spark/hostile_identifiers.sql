@@ -1,5 +1,5 @@
 -- Cryo maintenance for spark (engine catalog lake`prod, source catalog source_catalog)
--- plan d86a970e72db3c5942ccf0da275f7b021403efde56501b53b65ecbf201e1d349, made at 2026-06-01T00:00:00.000Z
+-- plan 964deed39e3e787bde1258b3ac6e88b63a3f3d87f39e817c349a5c4733f0af57, made at 2026-06-01T00:00:00.000Z
 
 -- table "my.ns"."a""b"
 
@@ -33,21 +33,21 @@ CALL `lake``prod`.system.rewrite_manifests(table => '`lake``prod`.`we``ird`.`nes
 -- chunk 0: whole table
 CALL `lake``prod`.system.compute_table_stats(table => '`lake``prod`.`we``ird`.`nested`.`Ünïcödé 表`', columns => array('ÜBER'));
 
--- table db."x; DROP TABLE y; --"
+-- table db."x; drop table y; --"
 
 -- rewrite_data_files
 -- chunk 0: x=1
-CALL `lake``prod`.system.rewrite_data_files(table => '`lake``prod`.`db`.`x; DROP TABLE y; --`', strategy => 'binpack', where => '`x` = \'1\'', options => map('target-file-size-bytes', '134217728', 'min-file-size-bytes', '100663296', 'max-file-size-bytes', '241591910', 'min-input-files', '5', 'delete-file-threshold', '1'));
+CALL `lake``prod`.system.rewrite_data_files(table => '`lake``prod`.`db`.`x; drop table y; --`', strategy => 'binpack', where => '`x` = \'1\'', options => map('target-file-size-bytes', '134217728', 'min-file-size-bytes', '100663296', 'max-file-size-bytes', '241591910', 'min-input-files', '5', 'delete-file-threshold', '1'));
 
 -- rewrite_manifests
 -- note: manifest size comes from the table property commit.manifest.target-size-bytes; the plan's 8388608 bytes is not an argument
 -- chunk 0: whole table
-CALL `lake``prod`.system.rewrite_manifests(table => '`lake``prod`.`db`.`x; DROP TABLE y; --`');
+CALL `lake``prod`.system.rewrite_manifests(table => '`lake``prod`.`db`.`x; drop table y; --`');
 
 -- compute_statistics
 -- note: statistics column `col"quote`tick'apos`: compute_table_stats checks each name against the schema as written, then resolves it again with Spark's col(), which refuses a backtick in a column name (a quoted name fails the schema check instead); left out, the other columns are computed
 -- chunk 0: whole table
-CALL `lake``prod`.system.compute_table_stats(table => '`lake``prod`.`db`.`x; DROP TABLE y; --`', columns => array('ÜBER'));
+CALL `lake``prod`.system.compute_table_stats(table => '`lake``prod`.`db`.`x; drop table y; --`', columns => array('ÜBER'));
 
 -- table db."line\nbreak"
 
