@@ -497,13 +497,15 @@ fn take_object(options: &mut Option<Value>, key: &str) -> napi::Result<Option<Ma
 fn trino_destinations(
     trino: Option<Map<String, Value>>,
 ) -> napi::Result<Vec<(String, Arc<dyn SqlEngine>)>> {
-    const DIALECT: [&str; 6] = [
+    const DIALECT: [&str; 8] = [
         "catalog",
         "version",
         "expireSnapshotsMinRetentionMs",
         "expire_snapshots_min_retention_ms",
         "removeOrphanFilesMinRetentionMs",
         "remove_orphan_files_min_retention_ms",
+        "caseInsensitiveNameMatching",
+        "case_insensitive_name_matching",
     ];
     let mut out = Vec::new();
     for (name, cfg) in trino.unwrap_or_default() {

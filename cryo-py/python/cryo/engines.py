@@ -40,12 +40,14 @@ def trino(
     procedures render). Other options are cryo-core's ``TrinoConfig`` (``request_timeout_ms``,
     ``statement_timeout_ms``, ``max_retries``, ``source``, ``client_tags``, ``session_properties``)
     or the Trino dialect's (``expire_snapshots_min_retention_ms``,
-    ``remove_orphan_files_min_retention_ms``). A password is sent over https only; neither it nor
+    ``remove_orphan_files_min_retention_ms``, ``case_insensitive_name_matching``: a REST catalog
+    with ``iceberg.rest-catalog.case-insensitive-name-matching``, without which tables named with
+    upper-case letters are refused, since Trino folds identifiers to lower case). A password is sent over https only; neither it nor
     the token ever appears in receipts, logs or errors. ``ca_cert_path``: a PEM file of CA
     certificates to trust besides the system's (a coordinator behind a private CA); certificates are
     always verified.
     """
-    dialect_keys = {"expire_snapshots_min_retention_ms", "remove_orphan_files_min_retention_ms"}
+    dialect_keys = {"expire_snapshots_min_retention_ms", "remove_orphan_files_min_retention_ms", "case_insensitive_name_matching"}
     dialect: Dict[str, Any] = {"catalog": catalog, "version": version}
     conn: Dict[str, Any] = {"user": user}
     if password is not None:
