@@ -153,6 +153,19 @@ fn trino_quotes_identifiers_and_strings() {
     assert_eq!(d.table_name(&nested), "\"lake\".\"a.b\".\"T\"");
     let n = d.table_notes(&nested);
     assert!(n.iter().any(|s| s.contains("single Trino schema")), "{n:?}");
+    // "T" is refused unless the catalog matches names case-insensitively; then it gets a note.
+    assert!(!n.iter().any(|s| s.contains("lower case")), "{n:?}");
+    assert!(
+        d.unaddressable(&nested)
+            .is_some_and(|r| r.contains("lower case"))
+    );
+    let lenient = TrinoDialect::new(TrinoOptions {
+        case_insensitive_name_matching: true,
+        ..TrinoOptions::new("lake", 480)
+    })
+    .unwrap();
+    assert!(lenient.unaddressable(&nested).is_none());
+    let n = lenient.table_notes(&nested);
     assert!(n.iter().any(|s| s.contains("lower case")), "{n:?}");
     assert!(
         d.table_notes(&TableId::new(Namespace::new(["db"]), "t"))
