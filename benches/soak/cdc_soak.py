@@ -662,7 +662,7 @@ def spark_maintainer(run: Run) -> None:
     cadence = run.cfg["maint_cadence"]
     t_next = time.monotonic() + cadence
     log.write(status="started")
-    quoted = f"'{IDENT}'"
+    quoted = f"'{CATALOG}.{IDENT}'"  # catalog and namespace share a name: qualify fully
 
     def call(name: str, sql: str) -> None:
         t0 = time.monotonic()
@@ -875,8 +875,9 @@ def summarize(run: Run) -> dict:
         "final_round": final,
         "compaction": {
             "groups": dict(sum((collections.Counter(r.get("groups", {})) for r in compact), collections.Counter())),
-            "files_in": sum(r.get("files_in", 0) for r in compact),
-            "files_out": sum(r.get("files_out", 0) for r in compact),
+            # Cryo's outcome, or Spark's procedure result
+            "files_in": sum(r.get("files_in", 0) or (r.get("receipt") or {}).get("rewritten_data_files_count", 0) for r in compact),
+            "files_out": sum(r.get("files_out", 0) or (r.get("receipt") or {}).get("added_data_files_count", 0) for r in compact),
             "partitions_skipped_quiet": sum(r.get("skipped_quiet", 0) for r in compact),
         },
     }
