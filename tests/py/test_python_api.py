@@ -166,6 +166,11 @@ def test_compact_pyiceberg_table_reads_back(tmp_path):
 
     dry = cat.compact("ns.items", dry_run=True)
     assert dry.dry_run and dry.snapshot_ids == [] and dry.before.files == 8
+    # Just written: inside a quiet period nothing is planned, and the plan says why.
+    quiet = cat.compact("ns.items", dry_run=True, quiet_period_ms=600_000)
+    assert quiet.committed_groups == 0 and quiet.to_dict()["plan"]["groups"] == []
+    skipped = quiet.to_dict()["plan"]["skipped"]
+    assert skipped and all(s["reason"].startswith("quiet_period:") for s in skipped)
     assert pycat.load_table("ns.items").current_snapshot().snapshot_id == dry.snapshot_before
 
     out = cat.compact("ns.items", target_file_size=64 << 20)

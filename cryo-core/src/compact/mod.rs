@@ -125,7 +125,7 @@ mod zorder;
 pub use options::{CompactOptions, FileSizes, MIN_MEMORY_BUDGET_BYTES, PartitionRef};
 pub use plan::{
     COMPACTION_PLAN_VERSION, CompactionPlan, DeleteKind, FileGroup, GroupDataFile, GroupDeleteFile,
-    SkippedPartition, plan_compaction,
+    SkippedPartition, plan_compaction, plan_compaction_at,
 };
 pub use rewrite::{DeletedRows, RewrittenGroup, cleanup_group, rewrite_group};
 pub use run::{
@@ -137,4 +137,4 @@ pub use zorder::MAX_ZORDER_COLUMNS;
 // The position-delete rewrite (crate::maintain) reads delete files and names partitions as
 // compaction does.
 pub(crate) use deletes::read_position_file;
-pub(crate) use plan::PartitionPaths;
+pub(crate) use plan::{PartitionPaths, recently_changed};

@@ -56,6 +56,19 @@ pub struct CompactOptions {
     pub memory_budget_bytes: u64,
     /// Data files read at once within a group.
     pub concurrency: usize,
+    /// Leave alone every partition that a commit changed (a data or delete file added) less
+    /// than this many milliseconds ago; `None`: compact hot partitions too.
+    ///
+    /// A merge-on-read `MERGE`/`DELETE` that scanned a partition before a compaction of it
+    /// commits, and commits after, fails its own validation (the data files its position
+    /// deletes reference were replaced): correct Iceberg behaviour, which only the writer's
+    /// retry repairs. Writers of change data touch recent partitions; a quiet period makes
+    /// compaction work on cold ones while they do. The age of a partition comes from the
+    /// data sequence numbers of its live files (a rewrite keeps its input's, so compaction
+    /// does not make a partition look hot) and the timestamps of the snapshots that gave
+    /// them; a partition whose change is older than the oldest snapshot kept counts as
+    /// changed when that snapshot was committed.
+    pub quiet_period_ms: Option<u64>,
 }
 
 impl Default for CompactOptions {
@@ -72,6 +85,7 @@ impl Default for CompactOptions {
             partitions: None,
             memory_budget_bytes: 512 << 20,
             concurrency: std::thread::available_parallelism().map_or(2, usize::from),
+            quiet_period_ms: None,
         }
     }
 }

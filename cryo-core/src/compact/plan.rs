@@ -221,10 +221,23 @@ struct DeleteEntry {
 }
 
 /// Plan a compaction of `table` at its current snapshot. Reads manifests only.
-#[allow(clippy::too_many_lines)] // Reason: one pass (index, select, pack, keep) reads best in order.
+///
+/// "Now", for [`CompactOptions::quiet_period_ms`], is the system clock; [`plan_compaction_at`]
+/// takes it as a value.
 pub async fn plan_compaction(
     table: &LoadedTable,
     options: &CompactOptions,
+) -> Result<CompactionPlan> {
+    plan_compaction_at(table, options, chrono::Utc::now().timestamp_millis()).await
+}
+
+/// [`plan_compaction`] with "now" (epoch milliseconds) given: partitions changed within
+/// [`CompactOptions::quiet_period_ms`] before `now_ms` are skipped, reason `quiet_period`.
+#[allow(clippy::too_many_lines)] // Reason: one pass (index, select, pack, keep) reads best in order.
+pub async fn plan_compaction_at(
+    table: &LoadedTable,
+    options: &CompactOptions,
+    now_ms: i64,
 ) -> Result<CompactionPlan> {
     options.validate()?;
     let md = table.metadata.as_ref();
@@ -251,6 +264,7 @@ pub async fn plan_compaction(
     }
     let live = live_files(table).await?;
     let paths = PartitionPaths::new(md);
+    let hot = recently_changed(md, &live, &paths, options.quiet_period_ms, now_ms);
     let (data, mut deletes) = split_live(&table.id, live, &paths)?;
     index_scopes(md, &data, &mut deletes);
 
@@ -302,6 +316,18 @@ pub async fn plan_compaction(
     }
 
     for (key, files) in by_partition {
+        if let Some(&changed_ms) = hot.get(&key) {
+            plan.skipped.push(SkippedPartition {
+                partition: key.clone(),
+                files: files.len() as u64,
+                reason: format!(
+                    "quiet_period: last changed {} s ago, within the quiet period of {} s",
+                    (now_ms - changed_ms).max(0) / 1000,
+                    options.quiet_period_ms.unwrap_or(0) / 1000
+                ),
+            });
+            continue;
+        }
         let mut candidates = Vec::new();
         let mut reasons_of = HashMap::new();
         for &i in &files {
@@ -392,6 +418,7 @@ pub async fn plan_compaction(
         let mut extra: Vec<String> = dangling
             .iter()
             .filter(|(k, _)| options.partitions.as_ref().is_none_or(|f| f.contains(*k)))
+            .filter(|(k, _)| !hot.contains_key(*k))
             .flat_map(|(_, v)| {
                 v.iter()
                     .map(|&d| deletes[d].entry.file.file_path().to_string())
@@ -483,6 +510,82 @@ fn split_live(
     data.sort_by(|a, b| a.file.file_path().cmp(b.file.file_path()));
     deletes.sort_by(|a, b| a.entry.file.file_path().cmp(b.entry.file.file_path()));
     Ok((data, deletes))
+}
+
+/// When the rows of a live file were last changed, from the table's snapshots.
+///
+/// Format v2+: the snapshot that committed the file's data sequence number. A rewrite gives
+/// its output the base snapshot's data sequence number (Cryo's and Java's alike), so a
+/// compacted partition looks as old as that base, not as the rewrite. When that snapshot is
+/// expired, the oldest snapshot kept with a sequence number at least as high stands in: it
+/// was committed later, so the partition looks younger than it is, never older. Format v1 has
+/// no sequence numbers: the snapshot that added the file (or, expired, the oldest kept).
+struct ChangeTimes {
+    /// (sequence number, commit time) per snapshot, by sequence number.
+    by_seq: Vec<(i64, i64)>,
+    by_id: HashMap<i64, i64>,
+    v1: bool,
+    oldest_ms: i64,
+}
+
+impl ChangeTimes {
+    fn new(md: &TableMetadata) -> Self {
+        let mut by_seq: Vec<(i64, i64)> = md
+            .snapshots()
+            .map(|s| (s.sequence_number(), s.timestamp_ms()))
+            .collect();
+        by_seq.sort_unstable();
+        Self {
+            oldest_ms: by_seq.iter().map(|&(_, t)| t).min().unwrap_or(0),
+            by_id: md
+                .snapshots()
+                .map(|s| (s.snapshot_id(), s.timestamp_ms()))
+                .collect(),
+            by_seq,
+            v1: md.format_version() == iceberg::spec::FormatVersion::V1,
+        }
+    }
+
+    fn changed_ms(&self, seq: i64, snapshot_id: Option<i64>) -> i64 {
+        if self.v1 {
+            return snapshot_id
+                .and_then(|id| self.by_id.get(&id).copied())
+                .unwrap_or(self.oldest_ms);
+        }
+        // The first snapshot kept whose sequence number is at least `seq`; none (a sequence
+        // number no snapshot kept reaches): treat the partition as changed just now.
+        let first = self.by_seq.partition_point(|&(s, _)| s < seq);
+        self.by_seq.get(first).map_or(i64::MAX, |&(_, t)| t)
+    }
+}
+
+/// The partitions (with the time of their last change) whose live files — data or delete —
+/// were changed less than `quiet_period_ms` before `now_ms` (see [`ChangeTimes`]); empty
+/// without a quiet period. Compaction and the position-delete rewrite leave them alone.
+pub(crate) fn recently_changed(
+    md: &TableMetadata,
+    live: &[LiveFile],
+    paths: &PartitionPaths,
+    quiet_period_ms: Option<u64>,
+    now_ms: i64,
+) -> BTreeMap<PartitionRef, i64> {
+    let Some(quiet) = quiet_period_ms.filter(|q| *q > 0) else {
+        return BTreeMap::new();
+    };
+    let since = now_ms.saturating_sub(i64::try_from(quiet).unwrap_or(i64::MAX));
+    let times = ChangeTimes::new(md);
+    let mut last: BTreeMap<PartitionRef, i64> = BTreeMap::new();
+    for f in live {
+        let changed = times.changed_ms(f.sequence_number.unwrap_or(0), f.snapshot_id);
+        let key = PartitionRef {
+            spec_id: f.spec_id,
+            path: paths.path(f.spec_id, f.file.partition()),
+        };
+        let t = last.entry(key).or_insert(i64::MIN);
+        *t = (*t).max(changed);
+    }
+    last.retain(|_, t| *t > since);
+    last
 }
 
 fn path_bounds(file: &DataFile) -> Option<(String, String)> {

@@ -28,7 +28,7 @@ use futures::StreamExt;
 use serde::{Deserialize, Serialize};
 
 use super::options::{CompactOptions, PartitionRef};
-use super::plan::{CompactionPlan, FileGroup, plan_compaction};
+use super::plan::{CompactionPlan, FileGroup, plan_compaction_at};
 use super::rewrite::{DeletedRows, RewrittenGroup, cleanup_group, rewrite_group};
 use crate::catalog::{Catalog, LoadedTable, TableId};
 use crate::clock::{Clock, SystemClock};
@@ -350,7 +350,7 @@ impl<'a> Compaction<'a> {
         self.options.validate()?;
         self.run.validate()?;
         let base = self.catalog.load_table(&self.table).await?;
-        let plan = plan_compaction(&base, &self.options).await?;
+        let plan = plan_compaction_at(&base, &self.options, self.clock.now_ms()).await?;
         let input: u64 = plan.groups.iter().map(|g| g.input_bytes).sum();
         tracing::info!(
             table = %self.table,

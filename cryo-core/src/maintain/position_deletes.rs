@@ -44,7 +44,7 @@ use crate::commit::{
     SnapshotProducer, certainly_not_committed, live_files, write_position_deletes,
 };
 use crate::compact::{
-    DeleteKind, GroupDeleteFile, PartitionPaths, PartitionRef, read_position_file,
+    DeleteKind, GroupDeleteFile, PartitionPaths, PartitionRef, read_position_file, recently_changed,
 };
 use crate::error::{Error, Result};
 use crate::receipt::Footprint;
@@ -74,6 +74,15 @@ pub struct RewritePositionDeletesOptions {
     pub partitions: Option<BTreeSet<PartitionRef>>,
     /// Commit retries; `None`: the table's `commit.retry.*` properties, else Java's defaults.
     pub retry: Option<RetryPolicy>,
+    /// Leave alone every partition that a commit changed less than this many milliseconds ago
+    /// (as [`crate::compact::CompactOptions::quiet_period_ms`]); `None`: rewrite hot ones too.
+    ///
+    /// Iceberg's Spark writers (1.8 on) keep one file-scoped position delete file per data file:
+    /// a merge-on-read `MERGE`/`DELETE`/`UPDATE` replaces the delete file of every data file it
+    /// touches. One that read a delete file this rewrite combines, and commits after it, fails
+    /// ("Missing required files to delete"); a quiet period keeps the rewrite off the
+    /// partitions those writers are working in.
+    pub quiet_period_ms: Option<u64>,
 }
 
 impl Default for RewritePositionDeletesOptions {
@@ -85,6 +94,7 @@ impl Default for RewritePositionDeletesOptions {
             remove_dangling: true,
             partitions: None,
             retry: None,
+            quiet_period_ms: None,
         }
     }
 }
@@ -487,18 +497,24 @@ fn delete_target_size(table: &LoadedTable) -> Result<u64> {
 
 /// Plan a position-delete rewrite of `table`'s current snapshot (reads its manifests, and a
 /// partition's lone small delete file when only its rows can tell whether it still applies).
+///
+/// "Now", for [`RewritePositionDeletesOptions::quiet_period_ms`], is the system clock.
 pub async fn plan_position_delete_rewrite(
     table: &LoadedTable,
     options: &RewritePositionDeletesOptions,
 ) -> Result<PositionDeletePlan> {
-    Ok(plan(table, options).await?.plan)
+    Ok(plan(table, options, SystemClock.now_ms()).await?.plan)
 }
 
 #[allow(
     clippy::too_many_lines,
     reason = "one pass: classify every delete file, then group by partition"
 )]
-async fn plan(table: &LoadedTable, options: &RewritePositionDeletesOptions) -> Result<Planned> {
+async fn plan(
+    table: &LoadedTable,
+    options: &RewritePositionDeletesOptions,
+    now_ms: i64,
+) -> Result<Planned> {
     options.validate()?;
     let md = table.metadata.as_ref();
     let target = delete_target_size(table)?;
@@ -522,6 +538,7 @@ async fn plan(table: &LoadedTable, options: &RewritePositionDeletesOptions) -> R
     let live = live_files(table).await?;
     let paths = PartitionPaths::new(md);
     let data = LiveData::new(&live, &paths);
+    let hot = recently_changed(md, &live, &paths, options.quiet_period_ms, now_ms);
     let default_spec = md.default_partition_spec_id();
     let mut by_partition: BTreeMap<PartitionRef, (Vec<DeleteCandidate>, Vec<DeleteCandidate>)> =
         BTreeMap::new();
@@ -577,7 +594,14 @@ async fn plan(table: &LoadedTable, options: &RewritePositionDeletesOptions) -> R
             dangling.append(&mut small_files);
         }
         let mut why_not: Option<String> = None;
-        if small_files.len() < options.min_input_files {
+        if let Some(&changed_ms) = hot.get(&partition) {
+            why_not = Some(format!(
+                "quiet_period: last changed {} s ago, within the quiet period of {} s",
+                (now_ms - changed_ms).max(0) / 1000,
+                options.quiet_period_ms.unwrap_or(0) / 1000
+            ));
+            dangling.clear();
+        } else if small_files.len() < options.min_input_files {
             if !small_files.is_empty() {
                 why_not = Some(format!(
                     "{} small delete file(s), fewer than min_input_files ({})",
@@ -699,7 +723,7 @@ impl<'a> RewritePositionDeletes<'a> {
         let started = Instant::now();
         self.options.validate()?;
         let base = self.catalog.load_table(&self.table).await?;
-        let Planned { plan, inputs } = plan(&base, &self.options).await?;
+        let Planned { plan, inputs } = plan(&base, &self.options, self.clock.now_ms()).await?;
         let (rewritten, failures) = if self.options.dry_run || plan.is_empty() {
             (Vec::new(), Vec::new())
         } else {

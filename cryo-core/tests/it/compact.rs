@@ -516,6 +516,114 @@ async fn demo_lake_compacts_and_reads_back() {
     }
 }
 
+/// A quiet period leaves alone the partitions changed within it (by the snapshot that gave
+/// their files' data sequence numbers), and says so; long after the last change it plans
+/// exactly what no quiet period plans.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn quiet_period_skips_recently_changed_partitions() {
+    use cryo_core::compact::plan_compaction_at;
+    use cryo_core::demo::{DemoOptions, create_demo_lake};
+    let dir = tempfile::tempdir().unwrap();
+    let lake = create_demo_lake(dir.path(), &DemoOptions::default())
+        .await
+        .unwrap();
+    let table = lake
+        .catalog
+        .load_table(&TableId::parse("lake.orders").unwrap())
+        .await
+        .unwrap();
+    let mut snaps: Vec<(i64, i64)> = table
+        .metadata
+        .snapshots()
+        .map(|s| (s.sequence_number(), s.timestamp_ms()))
+        .collect();
+    snaps.sort_unstable();
+    assert!(snaps.windows(2).all(|w| w[0].1 < w[1].1), "{snaps:?}");
+    let (oldest, newest) = (snaps[0].1, snaps[snaps.len() - 1].1);
+    let now = newest + 1000;
+    // Every data file a candidate, so every partition with data is a group of the baseline.
+    let plain = CompactOptions {
+        min_input_files: 1,
+        rewrite_all: true,
+        ..CompactOptions::default()
+    };
+    let quiet = |ms: i64| CompactOptions {
+        quiet_period_ms: Some(u64::try_from(ms).unwrap()),
+        ..plain.clone()
+    };
+    let quiet_skips = |plan: &CompactionPlan| -> BTreeSet<PartitionRef> {
+        plan.skipped
+            .iter()
+            .filter(|s| s.reason.starts_with("quiet_period:"))
+            .map(|s| s.partition.clone())
+            .collect()
+    };
+    let baseline = plan_compaction_at(&table, &plain, now).await.unwrap();
+    assert!(baseline.groups.len() > 2);
+
+    // A quiet period reaching past the first commit: every partition is hot.
+    let all_hot = plan_compaction_at(&table, &quiet(now - oldest + 1), now)
+        .await
+        .unwrap();
+    assert!(all_hot.groups.is_empty(), "{:?}", all_hot.groups);
+    assert_eq!(all_hot.removable_delete_files(), 0);
+    let skipped = quiet_skips(&all_hot);
+    assert!(
+        baseline
+            .groups
+            .iter()
+            .all(|g| skipped.contains(&g.partition))
+    );
+
+    // Since the middle snapshot: the partitions with a file (data or delete) of a later
+    // sequence number are hot, the others plan as before.
+    let (mid_seq, mid_ts) = snaps[snaps.len() / 2];
+    let split = plan_compaction_at(&table, &quiet(now - mid_ts), now)
+        .await
+        .unwrap();
+    let hot = quiet_skips(&split);
+    for g in &baseline.groups {
+        let changed = g
+            .data_files
+            .iter()
+            .map(|f| f.data_sequence_number)
+            .chain(g.delete_files.iter().map(|d| d.data_sequence_number))
+            .max()
+            .unwrap();
+        if changed > mid_seq {
+            assert!(
+                hot.contains(&g.partition),
+                "{:?} changed at {changed}",
+                g.partition
+            );
+        }
+    }
+    assert!(
+        !hot.is_empty() && hot.len() < baseline.groups.len(),
+        "{hot:?}"
+    );
+    let cold: Vec<_> = baseline
+        .groups
+        .iter()
+        .filter(|g| !hot.contains(&g.partition))
+        .map(|g| (&g.partition, &g.data_files))
+        .collect();
+    let planned: Vec<_> = split
+        .groups
+        .iter()
+        .map(|g| (&g.partition, &g.data_files))
+        .collect();
+    assert_eq!(planned, cold);
+
+    // Long after the last commit nothing is hot: the same plan as without a quiet period.
+    let later = newest + 2 * 3_600_000;
+    let calm = plan_compaction_at(&table, &quiet(3_600_000), later)
+        .await
+        .unwrap();
+    assert_eq!(calm.groups, baseline.groups);
+    assert!(quiet_skips(&calm).is_empty());
+}
+
 /// A failing rewrite leaves nothing behind.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn failed_rewrite_deletes_its_files() {

@@ -309,6 +309,35 @@ async fn options_partitions_and_thresholds() {
     assert_eq!(plan.groups.len(), 1, "only day 0 has 7 small files");
     assert_eq!(plan.skipped.len(), 3, "{:?}", plan.skipped);
     assert!(plan.skipped[0].reason.contains("min_input_files"));
+    // A quiet period: right after the writes every partition is left alone, saying why; an
+    // hour later the plan is the one without it.
+    let quiet = RewritePositionDeletesOptions {
+        quiet_period_ms: Some(600_000),
+        ..RewritePositionDeletesOptions::default()
+    };
+    let dry = |options: RewritePositionDeletesOptions, now_ms: i64| {
+        RewritePositionDeletes::new(&catalog, id.clone())
+            .with_options(options)
+            .with_clock(std::sync::Arc::new(cryo_core::clock::FixedClock(now_ms)))
+            .dry_run(true)
+            .execute()
+    };
+    let now = chrono::Utc::now().timestamp_millis();
+    let hot = dry(quiet.clone(), now).await.unwrap().plan;
+    assert!(hot.groups.is_empty(), "{:?}", hot.groups);
+    assert!(!hot.skipped.is_empty());
+    assert!(
+        hot.skipped
+            .iter()
+            .all(|s| s.reason.starts_with("quiet_period:"))
+    );
+    let later = dry(quiet, now + 3_600_000).await.unwrap().plan;
+    let unquiet = dry(RewritePositionDeletesOptions::default(), now)
+        .await
+        .unwrap()
+        .plan;
+    assert_eq!(later.groups, unquiet.groups);
+    assert!(!later.groups.is_empty());
     let bad = RewritePositionDeletesOptions {
         min_input_files: 1,
         ..RewritePositionDeletesOptions::default()

@@ -182,8 +182,11 @@ class Catalog:
 
         ``target_file_size`` defaults to the table's ``write.target-file-size-bytes``. Options:
         cryo-core's ``CompactOptions`` and ``RunOptions`` (``strategy``, ``partitions``,
-        ``parallel_groups``, …). ``progress``: as for :meth:`scan_fleet`; stage ``plan`` once
-        the groups are planned, then ``rewrite`` as each group is rewritten.
+        ``parallel_groups``, …). ``quiet_period_ms``: leave alone the partitions a commit
+        changed within that many milliseconds (where merge-on-read writers are working: their
+        commits would fail against files a compaction just replaced). ``progress``: as for
+        :meth:`scan_fleet`; stage ``plan`` once the groups are planned, then ``rewrite`` as
+        each group is rewritten.
         """
         callback, close = _progress.resolve(progress, table)
         try:
@@ -222,7 +225,9 @@ class Catalog:
     def rewrite_position_deletes(
         self, table: str, *, dry_run: Optional[bool] = None, **options: Any
     ) -> RewritePositionDeletesOutcome:
-        """Combine small position-delete files per partition and drop dangling ones."""
+        """Combine small position-delete files per partition and drop dangling ones.
+        ``quiet_period_ms``: leave alone the partitions a commit changed within that many
+        milliseconds (as :meth:`compact`)."""
         return self._native.rewrite_position_deletes(table, _options(dry_run=dry_run, **options))
 
     def remove_orphan_files(
