@@ -274,7 +274,7 @@ fn pack(
     });
     if whole || unpartitioned {
         let files = cands.iter().map(|c| c.files).sum();
-        let bytes = cands.iter().map(|c| c.bytes).sum::<u64>();
+        let bytes = cands.iter().map(|c| c.bytes).fold(0, u64::saturating_add);
         return (
             vec![Chunk {
                 index: 0,
@@ -300,7 +300,10 @@ fn pack(
             return;
         }
         let files = parts.iter().map(|p| p.files).sum();
-        let expected = parts.iter().map(|p| p.bytes.div_ceil(target).max(1)).sum();
+        let expected = parts
+            .iter()
+            .map(|p| p.bytes.div_ceil(target).max(1))
+            .fold(0, u64::saturating_add);
         chunks.push(Chunk {
             index: chunks.len() as u32,
             whole_table: false,
@@ -318,12 +321,12 @@ fn pack(
             continue;
         };
         if !current.is_empty()
-            && (cur_bytes + c.bytes > options.chunk_budget_bytes
+            && (cur_bytes.saturating_add(c.bytes) > options.chunk_budget_bytes
                 || current.len() >= options.max_partitions_per_chunk)
         {
             flush(&mut chunks, &mut current, &mut cur_bytes);
         }
-        cur_bytes += c.bytes;
+        cur_bytes = cur_bytes.saturating_add(c.bytes);
         current.push(t);
         // An oversize partition runs alone.
         if cur_bytes >= options.chunk_budget_bytes {
@@ -433,10 +436,17 @@ pub fn plan_table(
     if let Some(w) = options.window
         && let Some(opens_in) = window_opens_in(w, now_ms)
     {
-        for op in &called_for {
+        // Every operation the findings call for, those waiting on a property change included
+        // (fuzzing found them left out of the plan without a word).
+        let waiting: BTreeSet<Operation> = called_for
+            .iter()
+            .copied()
+            .chain(needs_property.iter().map(|(op, ..)| *op))
+            .collect();
+        for op in waiting {
             skip(
                 &mut plan,
-                *op,
+                op,
                 format!(
                     "outside the off-peak window {:02}:00-{:02}:00 UTC (opens in {})",
                     w.start_hour,
@@ -448,7 +458,11 @@ pub fn plan_table(
         return Ok(plan);
     }
 
-    let whole = scan.data_files.bytes + scan.delete_files.bytes() <= options.small_table_bytes;
+    let whole = scan
+        .data_files
+        .bytes
+        .saturating_add(scan.delete_files.bytes())
+        <= options.small_table_bytes;
     let mut taken: BTreeSet<(i32, String)> = BTreeSet::new();
     let target = scan.write.target_file_size_bytes;
     let default_spec = scan.partitioning.default_spec_id;
@@ -468,7 +482,7 @@ pub fn plan_table(
                     kept.push(c);
                 } else {
                     n += c.partitions.len().max(1);
-                    b += c.input_bytes;
+                    b = b.saturating_add(c.input_bytes);
                 }
             }
             if n > 0 {
@@ -552,7 +566,7 @@ pub fn plan_table(
             let (files, bytes) = if sorts || apply_deletes || old_spec {
                 (
                     d.count + p.delete_files.files(),
-                    d.bytes + p.delete_files.bytes(),
+                    d.bytes.saturating_add(p.delete_files.bytes()),
                 )
             } else {
                 (d.small_count, d.small_bytes)
@@ -591,7 +605,7 @@ pub fn plan_table(
         .map(|p| {
             let pd = &p.delete_files;
             let files = pd.position.files + pd.deletion_vectors.files;
-            let bytes = pd.position.bytes + pd.deletion_vectors.bytes;
+            let bytes = pd.position.bytes.saturating_add(pd.deletion_vectors.bytes);
             Candidate {
                 p,
                 files,
@@ -613,7 +627,8 @@ pub fn plan_table(
             .map(|p| Candidate {
                 p,
                 files: p.delete_files.position.files + p.delete_files.deletion_vectors.files,
-                bytes: p.delete_files.position.bytes + p.delete_files.deletion_vectors.bytes,
+                bytes: (p.delete_files.position.bytes)
+                    .saturating_add(p.delete_files.deletion_vectors.bytes),
                 score: 0.0,
             })
             .collect()
@@ -641,8 +656,12 @@ pub fn plan_table(
                 });
             }
         }
-    } else if called_for.contains(&op) && pos_cands.is_empty() {
-        let reason = if whole_data_rewrite {
+    } else if called_for.contains(&op) {
+        // A v1 table cannot hold delete files; one whose manifests list some anyway (fuzzing
+        // found such metadata) gets no rewrite of them, and the plan says why.
+        let reason = if scan.format_version < 2 {
+            "format version 1 has no position deletes to rewrite: the manifests listing some contradict the table's format version"
+        } else if whole_data_rewrite {
             "the whole-table rewrite_data_files applies every position delete"
         } else {
             "every partition with position deletes is covered by rewrite_data_files"
@@ -945,7 +964,7 @@ pub fn plan_fleet(
                 )
             })
             .map(PlannedStep::input_bytes)
-            .sum();
+            .fold(0, u64::saturating_add);
         fleet_left = fleet_left.saturating_sub(used);
         if tp.steps.is_empty() && tp.skipped.is_empty() {
             plan.skipped_tables.push(SkippedTable {
