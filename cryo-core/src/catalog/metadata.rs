@@ -89,7 +89,20 @@ pub fn parse_manifest(bytes: &[u8]) -> std::result::Result<Manifest, String> {
     guarded(|| Manifest::parse_avro(bytes))
 }
 
+/// The longest string, byte array, array or map a manifest or list may declare, in bytes or
+/// elements (apache-avro's default is 512 Mi: a corrupt map length then reserves tens of GB
+/// before the first entry is read, and the process aborts; found by fuzzing). 16 Mi is far above
+/// anything an Iceberg writer produces (the largest values are header schemas of a few MB).
+pub const MAX_AVRO_ALLOCATION: usize = 16 << 20;
+
+/// Apply [`MAX_AVRO_ALLOCATION`] to apache-avro's process-wide limit. The limit is set once per
+/// process; an application that set its own first keeps it.
+pub(crate) fn limit_avro_allocations() {
+    apache_avro::util::max_allocation_bytes(MAX_AVRO_ALLOCATION);
+}
+
 fn guarded<T>(parse: impl FnOnce() -> iceberg::Result<T>) -> std::result::Result<T, String> {
+    limit_avro_allocations();
     match catch_unwind(AssertUnwindSafe(parse)) {
         Ok(Ok(parsed)) => Ok(parsed),
         Ok(Err(e)) => Err(e.message().to_string()),

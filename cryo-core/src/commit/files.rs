@@ -104,6 +104,7 @@ pub(crate) async fn read_manifest(table: &LoadedTable, mf: &ManifestFile) -> Res
     }
     // Upstream reads and parses (and applies inheritance); its Avro reader may panic on a
     // corrupt header (see `catalog::metadata::parse_manifest`), hence the guard.
+    crate::catalog::metadata::limit_avro_allocations();
     match std::panic::AssertUnwindSafe(mf.load_manifest(&table.file_io))
         .catch_unwind()
         .await
