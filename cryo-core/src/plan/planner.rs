@@ -357,6 +357,17 @@ fn because(report: &HealthReport, op: Operation) -> Vec<String> {
         .collect()
 }
 
+/// The finding codes that call for `op`, or `fallback` when it is planned on the table's own
+/// figures (equality deletes present, enough position-delete files) without a finding: a
+/// planned step always says why (found by fuzzing: such steps said nothing).
+fn because_or(report: &HealthReport, op: Operation, fallback: &str) -> Vec<String> {
+    let mut codes = because(report, op);
+    if codes.is_empty() {
+        codes.push(fallback.to_string());
+    }
+    codes
+}
+
 fn saving(report: &HealthReport, op: Operation) -> f64 {
     report
         .cost
@@ -531,7 +542,7 @@ pub fn plan_table(
                     operation: op,
                     params: StepParams::ConvertEqualityDeletes {},
                     chunks,
-                    because: because(report, op),
+                    because: because_or(report, op, "equality_deletes_present"),
                     saving_usd_month: saving(report, op),
                 });
             }
@@ -651,7 +662,7 @@ pub fn plan_table(
                         min_input_files: options.min_position_delete_files,
                     },
                     chunks,
-                    because: because(report, op),
+                    because: because_or(report, op, "position_delete_thresholds"),
                     saving_usd_month: saving(report, op),
                 });
             }
@@ -706,8 +717,12 @@ pub fn plan_table(
                 params: StepParams::RewriteDataFiles {
                     strategy: options.strategy.clone(),
                     target_file_size_bytes: target,
-                    min_file_size_bytes: scan.write.small_file_threshold_bytes,
-                    max_file_size_bytes: target.saturating_mul(9) / 5,
+                    // Never above the target (f64 rounding put it one past a target near
+                    // i64::MAX, and the compactor refused the step; found by fuzzing).
+                    min_file_size_bytes: scan.write.small_file_threshold_bytes.min(target),
+                    // 1.8 × target, never below it (saturating before dividing did, for huge
+                    // targets, and the compactor refused the step; found by fuzzing).
+                    max_file_size_bytes: target.saturating_add(target / 5 * 4),
                     min_input_files: options.min_input_files,
                     delete_file_threshold: options.delete_file_threshold,
                 },

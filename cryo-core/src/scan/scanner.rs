@@ -100,7 +100,8 @@ fn write_settings(md: &TableMetadata, options: &ScanOptions) -> WriteSettings {
     };
     WriteSettings {
         target_file_size_bytes: target,
-        small_file_threshold_bytes: (target as f64 * options.small_file_ratio) as u64,
+        // `min`: f64 rounding can land one past a target near i64::MAX.
+        small_file_threshold_bytes: ((target as f64 * options.small_file_ratio) as u64).min(target),
         parquet_codec: p.get("write.parquet.compression-codec").cloned(),
         file_format: p
             .get("write.format.default")
@@ -622,17 +623,21 @@ pub async fn scan_loaded(
             let e = le.entry.as_ref();
             let df = e.data_file();
             let decoder = decoders.get(&le.spec_id);
-            let key = format!("{}/{:?}", le.spec_id, df.partition());
+            let values = decoder.map_or_else(Vec::new, |d| {
+                partition::tuple(
+                    &d.info.fields,
+                    &d.transforms,
+                    &d.source_types,
+                    df.partition(),
+                )
+            });
+            // Keyed by the decoded tuple's path, as the planner and the compactor select
+            // partitions: raw tuples that decode alike (one with fields its spec does not
+            // have, say) are one partition, never two sharing a path (found by fuzzing).
+            let key = format!("{}/{}", le.spec_id, partition::path_of(&values));
             let acc = parts.entry(key).or_insert_with(|| PartitionAcc {
                 spec_id: le.spec_id,
-                values: decoder.map_or_else(Vec::new, |d| {
-                    partition::tuple(
-                        &d.info.fields,
-                        &d.transforms,
-                        &d.source_types,
-                        df.partition(),
-                    )
-                }),
+                values,
                 ..PartitionAcc::default()
             });
             if let Some(ts) = le.snapshot_id.and_then(|id| snapshot_ts.get(&id)) {
