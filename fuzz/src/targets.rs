@@ -229,7 +229,7 @@ fn scan_pipeline(lake: &Lake, metadata: &[u8]) {
             .runtime
             .block_on(lake.storage.read_all(s.manifest_list()))
         && let Ok(list) =
-            iceberg::spec::ManifestList::parse_with_version(&bytes, md.format_version())
+            cryo_core::catalog::metadata::parse_manifest_list(&bytes, md.format_version())
         && !list.entries().iter().all(|m| followable(&m.manifest_path))
     {
         return;
@@ -318,12 +318,18 @@ fn check_scan(scan: &TableScan) {
     let mut deletes = 0u64;
     for p in &scan.partitions {
         // The planner and the compactor select partitions by (spec, path).
-        assert!(
-            keys.insert((p.spec_id, p.path.clone())),
-            "two partitions of spec {} share the path `{}`",
-            p.spec_id,
-            p.path
-        );
+        if !keys.insert((p.spec_id, p.path.clone())) {
+            let other: Vec<_> = scan
+                .partitions
+                .iter()
+                .filter(|o| o.spec_id == p.spec_id && o.path == p.path)
+                .map(|o| &o.values)
+                .collect();
+            panic!(
+                "two partitions of spec {} share the path `{}`: {other:?}",
+                p.spec_id, p.path
+            );
+        }
         check_file_stats(&p.path, &p.data_files);
         for d in [
             &p.delete_files.position,
@@ -1075,7 +1081,7 @@ fn value_json(v: &ValueInput) -> Value {
 fn table_scan(i: usize, t: &TableInput, now_ms: i64) -> TableScan {
     let target = t.target.0.clamp(1, i64::MAX as u64);
     let ratio = f64::from(t.small_ratio_pct.clamp(1, 100)) / 100.0;
-    let threshold = (target as f64 * ratio) as u64;
+    let threshold = ((target as f64 * ratio) as u64).min(target); // as the scan computes it
     let spec_count = t.specs.len().clamp(1, 4);
     let specs: Vec<Value> = (0..spec_count)
         .map(|s| {
