@@ -518,7 +518,10 @@ pub fn plan_table(
             let cands: Vec<Candidate<'_>> = scan
                 .partitions
                 .iter()
-                .filter(|p| global || p.delete_files.equality.files > 0)
+                // A whole-table run (a small table, or global deletes) is a rewrite-all of the
+                // whole table: it counts, and takes, every partition, not only those with deletes
+                // (the budgets saw a fraction of what it reads; found by the grade_plan invariant).
+                .filter(|p| global || whole || p.delete_files.equality.files > 0)
                 .filter(|p| p.data_files.count > 0 || p.delete_files.files() > 0)
                 .map(|p| Candidate {
                     p,
@@ -672,6 +675,11 @@ pub fn plan_table(
         // found such metadata) gets no rewrite of them, and the plan says why.
         let reason = if scan.format_version < 2 {
             "format version 1 has no position deletes to rewrite: the manifests listing some contradict the table's format version"
+        } else if plan.steps.iter().any(|s| {
+            s.operation == Operation::ConvertEqualityDeletes
+                && s.chunks.iter().any(|c| c.whole_table)
+        }) {
+            "the whole-table convert_equality_deletes applies every position delete"
         } else if whole_data_rewrite {
             "the whole-table rewrite_data_files applies every position delete"
         } else {
@@ -687,11 +695,13 @@ pub fn plan_table(
         }
     } else if data_cands.is_empty() {
         if called_for.contains(&op_data) {
-            let reason = if plan
+            let convert = plan
                 .steps
                 .iter()
-                .any(|s| s.operation == Operation::ConvertEqualityDeletes)
-            {
+                .find(|s| s.operation == Operation::ConvertEqualityDeletes);
+            let reason = if convert.is_some_and(|s| s.chunks.iter().any(|c| c.whole_table)) {
+                "convert_equality_deletes rewrites every data file of the table".to_string()
+            } else if convert.is_some() {
                 "the partitions with deletes are rewritten by convert_equality_deletes".to_string()
             } else {
                 format!(
@@ -722,7 +732,7 @@ pub fn plan_table(
                     min_file_size_bytes: scan.write.small_file_threshold_bytes.min(target),
                     // 1.8 × target, never below it (saturating before dividing did, for huge
                     // targets, and the compactor refused the step; found by fuzzing).
-                    max_file_size_bytes: target.saturating_add(target / 5 * 4),
+                    max_file_size_bytes: (target.saturating_mul(9) / 5).max(target),
                     min_input_files: options.min_input_files,
                     delete_file_threshold: options.delete_file_threshold,
                 },
