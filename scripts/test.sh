@@ -43,6 +43,11 @@ cargo build --workspace --all-targets
 step "cargo test"
 cargo test -p cryo-core
 
+# Bounded fuzzing (scripts/fuzz.sh: cold build + FUZZ_SECONDS per target; without a nightly
+# toolchain it says so and replays the seeds only). Longer runs by hand: see scripts/README.md.
+step "fuzz (cargo-fuzz, ${FUZZ_SECONDS:-60} s per target)"
+bash scripts/fuzz.sh
+
 step "cargo test --features datafusion (sorted and z-ordered rewrites that spill)"
 cargo test -p cryo-core --features datafusion --test it compact
 

@@ -1,9 +1,11 @@
-//! Reading `metadata.json` with typed errors: missing, corrupt, compressed, unknown versions.
+//! Reading `metadata.json` with typed errors: missing, corrupt, compressed, unknown versions;
+//! and parsing manifest lists and manifests without letting a corrupt one panic.
 
 use std::io::Read;
+use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
 
-use iceberg::spec::{TableMetadata, TableMetadataRef};
+use iceberg::spec::{FormatVersion, Manifest, ManifestList, TableMetadata, TableMetadataRef};
 
 use crate::error::{Error, Result};
 use crate::io::ObjectStorage;
@@ -67,6 +69,57 @@ pub fn parse_table_metadata(table: &str, location: &str, bytes: &[u8]) -> Result
             format!("does not match the Iceberg spec: {e}"),
         )
     })
+}
+
+/// Parse a manifest list with upstream's reader; `Err` is the reason, for the caller's error.
+///
+/// A panic inside the reader becomes an error. This is a last resort, on purpose: apache-avro
+/// 0.21 (under iceberg 0.10) `unwrap`s while it parses the schema in an Avro file's header (a
+/// record name, an alias or a default that is not valid Avro), and that header is as untrusted
+/// as the rest of the file. Found by fuzzing (`fuzz/`, targets `manifest` and `manifest_list`).
+pub fn parse_manifest_list(
+    bytes: &[u8],
+    version: FormatVersion,
+) -> std::result::Result<ManifestList, String> {
+    guarded(|| ManifestList::parse_with_version(bytes, version))
+}
+
+/// Parse a manifest with upstream's reader (see [`parse_manifest_list`] for why panics are caught).
+pub fn parse_manifest(bytes: &[u8]) -> std::result::Result<Manifest, String> {
+    guarded(|| Manifest::parse_avro(bytes))
+}
+
+/// The longest string, byte array, array or map a manifest or list may declare, in bytes or
+/// elements (apache-avro's default is 512 Mi: a corrupt map length then reserves tens of GB
+/// before the first entry is read, and the process aborts; found by fuzzing). 16 Mi is far above
+/// anything an Iceberg writer produces (the largest values are header schemas of a few MB).
+pub const MAX_AVRO_ALLOCATION: usize = 16 << 20;
+
+/// Apply [`MAX_AVRO_ALLOCATION`] to apache-avro's process-wide limit. The limit is set once per
+/// process; an application that set its own first keeps it.
+pub(crate) fn limit_avro_allocations() {
+    apache_avro::util::max_allocation_bytes(MAX_AVRO_ALLOCATION);
+}
+
+fn guarded<T>(parse: impl FnOnce() -> iceberg::Result<T>) -> std::result::Result<T, String> {
+    limit_avro_allocations();
+    match catch_unwind(AssertUnwindSafe(parse)) {
+        Ok(Ok(parsed)) => Ok(parsed),
+        Ok(Err(e)) => Err(e.message().to_string()),
+        Err(panic) => Err(format!(
+            "the Avro reader failed on it: {}",
+            panic_message(panic.as_ref())
+        )),
+    }
+}
+
+/// The message of a caught panic.
+pub(crate) fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
+    panic
+        .downcast_ref::<String>()
+        .cloned()
+        .or_else(|| panic.downcast_ref::<&str>().map(|s| (*s).to_string()))
+        .unwrap_or_else(|| "a panic without a message".to_string())
 }
 
 /// The largest magnitude a timestamp in `metadata.json` may have: the end of year 9999, in ms

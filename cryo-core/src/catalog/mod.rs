@@ -231,6 +231,8 @@ impl fmt::Debug for Catalog {
 impl Catalog {
     /// Connect to the catalog a configuration describes.
     pub async fn connect(config: CatalogConfig) -> Result<Self> {
+        // Before anything in this process decodes Avro (the limit is set once per process).
+        metadata::limit_avro_allocations();
         let kind = config.kind()?;
         if config.name.trim().is_empty() {
             return Err(Error::config("catalog name must not be empty"));

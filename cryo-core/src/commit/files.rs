@@ -1,7 +1,7 @@
 //! Reading the manifests a commit builds on.
 
-use futures::{StreamExt, TryStreamExt};
-use iceberg::spec::{DataFile, Manifest, ManifestFile, ManifestList, ManifestStatus, Snapshot};
+use futures::{FutureExt, StreamExt, TryStreamExt};
+use iceberg::spec::{DataFile, Manifest, ManifestFile, ManifestStatus, Snapshot};
 
 use crate::catalog::LoadedTable;
 use crate::error::{Error, Result};
@@ -89,13 +89,8 @@ pub(crate) async fn read_manifest_list(
             other => other,
         })?;
     let list =
-        ManifestList::parse_with_version(&bytes, table.metadata.format_version()).map_err(|e| {
-            Error::metadata(
-                &name,
-                location,
-                format!("corrupt manifest list: {}", e.message()),
-            )
-        })?;
+        crate::catalog::metadata::parse_manifest_list(&bytes, table.metadata.format_version())
+            .map_err(|e| Error::metadata(&name, location, format!("corrupt manifest list: {e}")))?;
     Ok(list.consume_entries().into_iter().collect())
 }
 
@@ -107,12 +102,26 @@ pub(crate) async fn read_manifest(table: &LoadedTable, mf: &ManifestFile) -> Res
             table.id, mf.manifest_path
         )));
     }
-    mf.load_manifest(&table.file_io)
+    // Upstream reads and parses (and applies inheritance); its Avro reader may panic on a
+    // corrupt header (see `catalog::metadata::parse_manifest`), hence the guard.
+    crate::catalog::metadata::limit_avro_allocations();
+    match std::panic::AssertUnwindSafe(mf.load_manifest(&table.file_io))
+        .catch_unwind()
         .await
-        .map_err(|e| Error::Metadata {
+    {
+        Ok(loaded) => loaded.map_err(|e| Error::Metadata {
             table: table.id.to_string(),
             location: mf.manifest_path.clone(),
             message: format!("cannot read manifest: {}", e.message()),
             source: Some(Box::new(e)),
-        })
+        }),
+        Err(panic) => Err(Error::metadata(
+            &table.id,
+            &mf.manifest_path,
+            format!(
+                "corrupt manifest: the Avro reader failed on it: {}",
+                crate::catalog::metadata::panic_message(panic.as_ref())
+            ),
+        )),
+    }
 }

@@ -525,8 +525,9 @@ fn partition_batches(
             .map_err(|e| iceberg_error(table, "partition rows", e))?
         {
             let part = project(part)?;
+            // By the partition values: Iceberg's path reads the same for a null and `null`.
             groups
-                .entry(key.to_path())
+                .entry(format!("{:?}", key.data()))
                 .or_insert_with(|| (Some(key), Vec::new()))
                 .1
                 .push(part);

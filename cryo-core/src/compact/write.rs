@@ -289,7 +289,11 @@ impl GroupWriter {
             }
         };
         for (key, part) in parts {
-            let path = key.as_ref().map_or_else(String::new, PartitionKey::to_path);
+            // Keyed by the partition values, not by Iceberg's path: a null and the string `null`
+            // share a path, and their rows must not share a file (or its partition tuple).
+            let path = key
+                .as_ref()
+                .map_or_else(String::new, |k| format!("{:?}", k.data()));
             if !self.writers.contains_key(&path) {
                 if self.writers.len() >= self.max_open {
                     self.close_fullest().await?;

@@ -126,7 +126,7 @@ fn small_file_share(c: &Ctx<'_>) -> Option<Finding> {
         .iter()
         .filter(|p| p.data_files.small_count >= 2 || p.spec_id != default_spec)
         .map(|p| p.data_files.small_count)
-        .sum();
+        .fold(0, u64::saturating_add);
     // Below 16 mergeable small files (scaled) the rewrite costs more than it saves.
     if (mergeable as f64) < 16.0 * c.sf || d.count == 0 {
         return None;
@@ -456,7 +456,7 @@ fn files_in_old_specs(c: &Ctx<'_>) -> Option<Finding> {
         .iter()
         .filter(|p| p.spec_id != spec)
         .map(|p| p.data_files.bytes)
-        .sum();
+        .fold(0, u64::saturating_add);
     if total == 0 || old == 0 {
         return None;
     }

@@ -127,14 +127,17 @@ pub(crate) fn expirable_bytes(scan: &TableScan, cutoff_ms: i64) -> u64 {
         .iter()
         .filter(|s| s.parent_id.is_some_and(|p| expired.contains(&p)))
         .filter_map(|s| s.removed_files_bytes)
-        .sum()
+        .fold(0, u64::saturating_add)
 }
 
 /// Estimate the cost report of a table.
 pub fn estimate(scan: &TableScan, model: &CostModel, now_ms: i64) -> CostReport {
-    let live_bytes = scan.data_files.bytes + scan.delete_files.bytes();
-    let metadata_bytes =
-        scan.manifests.distinct_bytes_across_snapshots + scan.manifests.manifest_list_bytes;
+    let live_bytes = scan
+        .data_files
+        .bytes
+        .saturating_add(scan.delete_files.bytes());
+    let metadata_bytes = (scan.manifests.distinct_bytes_across_snapshots)
+        .saturating_add(scan.manifests.manifest_list_bytes);
     let retained = expirable_bytes(scan, now_ms.saturating_sub(scan.write.max_snapshot_age_ms));
     let ideal = crate::grade::checks::ideal_files(scan);
     let excess_files = scan.data_files.count.saturating_sub(ideal);
@@ -192,7 +195,13 @@ pub fn estimate(scan: &TableScan, model: &CostModel, now_ms: i64) -> CostReport 
         live_bytes,
         metadata_bytes,
         retained_by_snapshots_bytes: retained,
-        storage_usd_month: round_usd(model.storage(live_bytes + metadata_bytes + retained)),
+        storage_usd_month: round_usd(
+            model.storage(
+                live_bytes
+                    .saturating_add(metadata_bytes)
+                    .saturating_add(retained),
+            ),
+        ),
         request_usd_month: round_usd(model.reads(files_opened as f64)),
         excess_files,
         excess_request_usd_month: round_usd(model.reads((excess_files + delete_files) as f64)),

@@ -237,7 +237,11 @@ pub fn size_factor(total_bytes: u64) -> f64 {
 /// Grade one scanned table at `now_ms`.
 pub fn grade(scan: &TableScan, options: &GradeOptions, now_ms: i64) -> Result<HealthReport> {
     options.validate()?;
-    let sf = size_factor(scan.data_files.bytes + scan.delete_files.bytes());
+    let sf = size_factor(
+        scan.data_files
+            .bytes
+            .saturating_add(scan.delete_files.bytes()),
+    );
     let ctx = checks::Ctx { scan, sf, now_ms };
     let mut findings = Vec::new();
     let mut passed = Vec::new();

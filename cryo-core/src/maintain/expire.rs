@@ -50,8 +50,7 @@ use std::time::Instant;
 
 use futures::StreamExt;
 use iceberg::spec::{
-    DataContentType, MAIN_BRANCH, Manifest, ManifestList, SnapshotReference, SnapshotRetention,
-    TableMetadata,
+    DataContentType, MAIN_BRANCH, SnapshotReference, SnapshotRetention, TableMetadata,
 };
 use iceberg::{TableRequirement, TableUpdate};
 use serde::{Deserialize, Serialize};
@@ -1348,13 +1347,8 @@ fn parse_list_upstream(
     bytes: &[u8],
     version: iceberg::spec::FormatVersion,
 ) -> Result<ListRead> {
-    let list = ManifestList::parse_with_version(bytes, version).map_err(|e| {
-        Error::metadata(
-            table,
-            path,
-            format!("corrupt manifest list: {}", e.message()),
-        )
-    })?;
+    let list = crate::catalog::metadata::parse_manifest_list(bytes, version)
+        .map_err(|e| Error::metadata(table, path, format!("corrupt manifest list: {e}")))?;
     let mut arena = String::new();
     let mut manifests = Vec::new();
     for m in list.entries() {
@@ -1435,9 +1429,8 @@ fn for_each_live(
         Ok(()) => Ok(()),
         Err(why) => {
             tracing::debug!(table, path, why, "manifest read by upstream's reader");
-            let manifest = Manifest::parse_avro(bytes).map_err(|e| {
-                Error::metadata(table, path, format!("corrupt manifest: {}", e.message()))
-            })?;
+            let manifest = crate::catalog::metadata::parse_manifest(bytes)
+                .map_err(|e| Error::metadata(table, path, format!("corrupt manifest: {e}")))?;
             for e in manifest.entries().iter().filter(|e| e.is_alive()) {
                 visit(
                     e.file_path(),
@@ -2065,7 +2058,7 @@ mod tests {
         if fast {
             live_fast(bytes, &mut push).unwrap();
         } else {
-            let m = Manifest::parse_avro(bytes).unwrap();
+            let m = iceberg::spec::Manifest::parse_avro(bytes).unwrap();
             for e in m.entries().iter().filter(|e| e.is_alive()) {
                 push(
                     e.file_path(),

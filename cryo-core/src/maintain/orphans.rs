@@ -34,7 +34,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use futures::{StreamExt, TryStreamExt};
-use iceberg::spec::{DataContentType, Manifest, ManifestFile, ManifestList, Snapshot};
+use iceberg::spec::{DataContentType, ManifestFile, Snapshot};
 use serde::{Deserialize, Serialize};
 
 use crate::catalog::{Catalog, LoadedTable, TableId};
@@ -1060,13 +1060,10 @@ pub(crate) async fn read_manifest_list(
         .await
         .map_err(|e| metadata_error(table, location, "manifest list", e))?;
     let list =
-        ManifestList::parse_with_version(&bytes, table.metadata.format_version()).map_err(|e| {
-            Error::metadata(
-                &table.id,
-                location,
-                format!("corrupt manifest list: {}", e.message()),
-            )
-        })?;
+        crate::catalog::metadata::parse_manifest_list(&bytes, table.metadata.format_version())
+            .map_err(|e| {
+                Error::metadata(&table.id, location, format!("corrupt manifest list: {e}"))
+            })?;
     Ok(list.consume_entries().into_iter().collect())
 }
 
@@ -1087,13 +1084,8 @@ pub(crate) async fn read_live_entries(
         .read_all(location)
         .await
         .map_err(|e| metadata_error(table, location, "manifest", e))?;
-    let parsed = Manifest::parse_avro(&bytes).map_err(|e| {
-        Error::metadata(
-            &table.id,
-            location,
-            format!("corrupt manifest: {}", e.message()),
-        )
-    })?;
+    let parsed = crate::catalog::metadata::parse_manifest(&bytes)
+        .map_err(|e| Error::metadata(&table.id, location, format!("corrupt manifest: {e}")))?;
     Ok(parsed
         .entries()
         .iter()

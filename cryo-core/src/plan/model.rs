@@ -90,7 +90,10 @@ pub struct PlannedStep {
 impl PlannedStep {
     /// Bytes the step reads.
     pub fn input_bytes(&self) -> u64 {
-        self.chunks.iter().map(|c| c.input_bytes).sum()
+        self.chunks
+            .iter()
+            .map(|c| c.input_bytes)
+            .fold(0, u64::saturating_add)
     }
 
     /// Files the step reads.

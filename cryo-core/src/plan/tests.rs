@@ -435,6 +435,45 @@ fn small_tables_run_whole_and_big_partitions_alone() {
     );
 }
 
+/// A small table runs whole: its `convert_equality_deletes` is a rewrite-all of the whole
+/// table, so the chunk must count (and take) every partition, not only those with deletes.
+#[test]
+fn a_whole_table_convert_counts_the_whole_table() {
+    let scan = synthetic_scan(
+        &[(4, 4, MIB, 0, 2, false), (20, 20, MIB, 0, 0, false)],
+        2,
+        NOW,
+    );
+    let r = grade(&scan, &GradeOptions::default(), NOW).unwrap();
+    let tp = plan_table(
+        &scan,
+        &r,
+        &PlanOptions::default(),
+        &TableControl::default(),
+        NOW,
+    )
+    .unwrap();
+    let convert: Vec<_> = tp
+        .steps
+        .iter()
+        .filter(|s| s.operation == Operation::ConvertEqualityDeletes)
+        .collect();
+    assert_eq!(convert.len(), 1, "{tp:#?}");
+    let c = &convert[0].chunks[0];
+    assert!(c.whole_table);
+    assert_eq!(
+        c.input_bytes,
+        scan.data_files.bytes + scan.delete_files.bytes()
+    );
+    // The rewrite-all already rewrites the small files: no second whole-table rewrite.
+    assert!(
+        tp.steps
+            .iter()
+            .all(|s| s.operation != Operation::RewriteDataFiles),
+        "{tp:#?}"
+    );
+}
+
 #[test]
 fn unpartitioned_tables_run_whole_even_when_large() {
     let mut scan = synthetic_scan(&[(40, 40, 60 * MIB, 0, 0, false)], 2, NOW);

@@ -284,6 +284,9 @@ pub struct ManifestStats {
 }
 
 /// Sizes and counts of a set of files.
+///
+/// Byte and row totals saturate at `u64::MAX` instead of overflowing: a manifest may list files
+/// of up to `i64::MAX` bytes each, and a corrupt one must not crash the scan (found by fuzzing).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
 pub struct FileStats {
     /// Files.
@@ -312,11 +315,11 @@ impl FileStats {
 
     pub(crate) fn add(&mut self, size: u64, records: u64, small_threshold: u64) {
         self.count += 1;
-        self.bytes += size;
-        self.records += records;
+        self.bytes = self.bytes.saturating_add(size);
+        self.records = self.records.saturating_add(records);
         if size < small_threshold {
             self.small_count += 1;
-            self.small_bytes += size;
+            self.small_bytes = self.small_bytes.saturating_add(size);
         }
         self.min_bytes = Some(self.min_bytes.map_or(size, |m| m.min(size)));
         self.max_bytes = Some(self.max_bytes.map_or(size, |m| m.max(size)));
@@ -326,10 +329,10 @@ impl FileStats {
     #[cfg_attr(not(test), allow(dead_code))] // used by synthetic scans in the planner tests
     pub(crate) fn merge(&mut self, other: &FileStats) {
         self.count += other.count;
-        self.bytes += other.bytes;
-        self.records += other.records;
+        self.bytes = self.bytes.saturating_add(other.bytes);
+        self.records = self.records.saturating_add(other.records);
         self.small_count += other.small_count;
-        self.small_bytes += other.small_bytes;
+        self.small_bytes = self.small_bytes.saturating_add(other.small_bytes);
         self.min_bytes = match (self.min_bytes, other.min_bytes) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
@@ -399,8 +402,8 @@ pub struct DeleteKindStats {
 impl DeleteKindStats {
     fn merge(&mut self, o: &DeleteKindStats) {
         self.files += o.files;
-        self.bytes += o.bytes;
-        self.records += o.records;
+        self.bytes = self.bytes.saturating_add(o.bytes);
+        self.records = self.records.saturating_add(o.records);
         self.dangling += o.dangling;
     }
 }
@@ -424,12 +427,18 @@ impl DeleteStats {
 
     /// All deleted-row records (positions + DV cardinalities + equality rows).
     pub fn records(&self) -> u64 {
-        self.position.records + self.equality.records + self.deletion_vectors.records
+        self.position
+            .records
+            .saturating_add(self.equality.records)
+            .saturating_add(self.deletion_vectors.records)
     }
 
     /// Bytes of all delete files.
     pub fn bytes(&self) -> u64 {
-        self.position.bytes + self.equality.bytes + self.deletion_vectors.bytes
+        self.position
+            .bytes
+            .saturating_add(self.equality.bytes)
+            .saturating_add(self.deletion_vectors.bytes)
     }
 
     pub(crate) fn merge(&mut self, o: &DeleteStats) {
@@ -519,7 +528,9 @@ impl PartitionStats {
 
     /// Bytes a rewrite of the whole partition would read (data plus deletes).
     pub fn rewrite_bytes(&self) -> u64 {
-        self.data_files.bytes + self.delete_files.bytes()
+        self.data_files
+            .bytes
+            .saturating_add(self.delete_files.bytes())
     }
 }
 

@@ -159,13 +159,41 @@ pub(crate) fn tuple(
         .collect()
 }
 
-/// Hive-style path of a tuple.
+/// Hive-style path of a tuple, unambiguous: the planner and the compactor select partitions by
+/// (spec, path), so two tuples of a spec must never share one.
+///
+/// Iceberg's human forms collide (found by fuzzing): a null and the string `null` both read
+/// `null`, and a `/` or `=` inside a value shifts the fields. So in a value `%`, `/` and `=` are
+/// percent-encoded (as Java's `URLEncoder` writes them), and a non-null value that reads `null`
+/// is written `%6Eull` (which decodes to `null`). Every other value reads as Iceberg writes it.
 pub(crate) fn path_of(values: &[PartitionFieldValue]) -> String {
     values
         .iter()
-        .map(|v| format!("{}={}", v.field, v.human))
+        .map(|v| {
+            let human = if v.value == PartitionValue::Null {
+                "null".to_string()
+            } else if v.human == "null" {
+                "%6Eull".to_string()
+            } else {
+                escape_path_value(&v.human)
+            };
+            format!("{}={human}", v.field)
+        })
         .collect::<Vec<_>>()
         .join("/")
+}
+
+fn escape_path_value(human: &str) -> String {
+    let mut out = String::with_capacity(human.len());
+    for c in human.chars() {
+        match c {
+            '%' => out.push_str("%25"),
+            '/' => out.push_str("%2F"),
+            '=' => out.push_str("%3D"),
+            c => out.push(c),
+        }
+    }
+    out
 }
 
 /// Primitive type of a (possibly nested) source column.
@@ -228,6 +256,30 @@ mod tests {
             human(Transform::Day, None, &PartitionValue::Int(i64::MAX)),
             i64::MAX.to_string()
         );
+    }
+
+    #[test]
+    fn paths_are_unambiguous() {
+        let v = |value: PartitionValue, human: &str| PartitionFieldValue {
+            field: "c".into(),
+            value,
+            human: human.into(),
+        };
+        let null = path_of(&[v(PartitionValue::Null, "null")]);
+        let string_null = path_of(&[v(PartitionValue::String("null".into()), "null")]);
+        assert_eq!(null, "c=null");
+        assert_eq!(string_null, "c=%6Eull");
+        let two = |a: &str, b: &str| {
+            path_of(&[
+                v(PartitionValue::String(a.into()), a),
+                PartitionFieldValue {
+                    field: "d".into(),
+                    ..v(PartitionValue::String(b.into()), b)
+                },
+            ])
+        };
+        assert_ne!(two("x/d=y", "z"), two("x", "y/d=z"));
+        assert_eq!(two("a%b", "2024-01-31"), "c=a%25b/d=2024-01-31");
     }
 
     #[test]

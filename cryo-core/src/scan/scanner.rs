@@ -100,7 +100,8 @@ fn write_settings(md: &TableMetadata, options: &ScanOptions) -> WriteSettings {
     };
     WriteSettings {
         target_file_size_bytes: target,
-        small_file_threshold_bytes: (target as f64 * options.small_file_ratio) as u64,
+        // `min`: f64 rounding can land one past a target near i64::MAX.
+        small_file_threshold_bytes: ((target as f64 * options.small_file_ratio) as u64).min(target),
         parquet_codec: p.get("write.parquet.compression-codec").cloned(),
         file_format: p
             .get("write.format.default")
@@ -262,13 +263,8 @@ async fn read_manifest_list(
         },
         other => other,
     })?;
-    let list = ManifestList::parse_with_version(&bytes, version).map_err(|e| {
-        Error::metadata(
-            table,
-            location,
-            format!("corrupt manifest list: {}", e.message()),
-        )
-    })?;
+    let list = crate::catalog::metadata::parse_manifest_list(&bytes, version)
+        .map_err(|e| Error::metadata(table, location, format!("corrupt manifest list: {e}")))?;
     Ok((bytes.len() as u64, list))
 }
 
@@ -312,13 +308,8 @@ pub(crate) async fn read_manifest(
             },
             other => other,
         })?;
-    let manifest = iceberg::spec::Manifest::parse_avro(&bytes).map_err(|e| {
-        Error::metadata(
-            table,
-            &mf.manifest_path,
-            format!("corrupt manifest: {}", e.message()),
-        )
-    })?;
+    let manifest = crate::catalog::metadata::parse_manifest(&bytes)
+        .map_err(|e| Error::metadata(table, &mf.manifest_path, format!("corrupt manifest: {e}")))?;
     let spec_id = manifest.metadata().partition_spec().spec_id();
     let path: Arc<str> = Arc::from(mf.manifest_path.as_str());
     let (entries, _) = manifest.into_parts();
@@ -576,13 +567,14 @@ pub async fn scan_loaded(
     let mut manifests = ManifestStats::default();
     let mut distinct: HashMap<&str, u64> = HashMap::new();
     for l in lists.values() {
-        manifests.manifest_list_bytes += l.bytes;
+        manifests.manifest_list_bytes = manifests.manifest_list_bytes.saturating_add(l.bytes);
         for m in &l.manifests {
             distinct.insert(m.manifest_path.as_str(), m.manifest_length.max(0) as u64);
         }
     }
     manifests.distinct_across_snapshots = distinct.len() as u64;
-    manifests.distinct_bytes_across_snapshots = distinct.values().sum();
+    manifests.distinct_bytes_across_snapshots =
+        distinct.values().fold(0, |a, b| a.saturating_add(*b));
     if !lists.is_empty() {
         manifests.mean_per_snapshot =
             lists.values().map(|l| l.manifests.len()).sum::<usize>() as f64 / lists.len() as f64;
@@ -604,7 +596,7 @@ pub async fn scan_loaded(
             ManifestContentType::Deletes => manifests.delete_manifests += 1,
         }
         let len = m.manifest_length.max(0) as u64;
-        manifests.total_bytes += len;
+        manifests.total_bytes = manifests.total_bytes.saturating_add(len);
         if len < small_manifest {
             manifests.small_count += 1;
         }
@@ -631,17 +623,21 @@ pub async fn scan_loaded(
             let e = le.entry.as_ref();
             let df = e.data_file();
             let decoder = decoders.get(&le.spec_id);
-            let key = format!("{}/{:?}", le.spec_id, df.partition());
+            let values = decoder.map_or_else(Vec::new, |d| {
+                partition::tuple(
+                    &d.info.fields,
+                    &d.transforms,
+                    &d.source_types,
+                    df.partition(),
+                )
+            });
+            // Keyed by the decoded tuple's path, as the planner and the compactor select
+            // partitions: raw tuples that decode alike (one with fields its spec does not
+            // have, say) are one partition, never two sharing a path (found by fuzzing).
+            let key = format!("{}/{}", le.spec_id, partition::path_of(&values));
             let acc = parts.entry(key).or_insert_with(|| PartitionAcc {
                 spec_id: le.spec_id,
-                values: decoder.map_or_else(Vec::new, |d| {
-                    partition::tuple(
-                        &d.info.fields,
-                        &d.transforms,
-                        &d.source_types,
-                        df.partition(),
-                    )
-                }),
+                values,
                 ..PartitionAcc::default()
             });
             if let Some(ts) = le.snapshot_id.and_then(|id| snapshot_ts.get(&id)) {
@@ -680,8 +676,9 @@ pub async fn scan_loaded(
                     };
                     stats.files += 1;
                     // A DV's bytes are its blob inside a shared Puffin file.
-                    stats.bytes += df.content_size_in_bytes().map_or(size, |s| s.max(0) as u64);
-                    stats.records += records;
+                    let bytes = df.content_size_in_bytes().map_or(size, |s| s.max(0) as u64);
+                    stats.bytes = stats.bytes.saturating_add(bytes);
+                    stats.records = stats.records.saturating_add(records);
                     let referenced = (kind != DeleteKind::Equality)
                         .then(|| referenced_file(e))
                         .flatten();

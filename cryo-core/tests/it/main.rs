@@ -13,6 +13,7 @@ mod demo_lake;
 mod expire;
 mod fleet;
 mod fleet_trino;
+mod fuzz_corpus;
 mod golden;
 mod maintain_manifests;
 mod maintain_position_deletes;
