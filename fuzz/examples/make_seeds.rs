@@ -439,7 +439,8 @@ fn null_and_string_null(host: &Host, name: &str) -> Option<Vec<u8>> {
     fn optional(schema: &mut Value, name: &str) -> bool {
         match schema {
             Value::Object(o) => {
-                if o.get("name").and_then(Value::as_str) == Some(name) && o.contains_key("field-id") {
+                if o.get("name").and_then(Value::as_str) == Some(name) && o.contains_key("field-id")
+                {
                     if o["type"].is_string() {
                         let t = o["type"].take();
                         o.insert("type".into(), json!(["null", t]));
