@@ -439,6 +439,7 @@ def spark_writer(run: Run) -> None:
             today = run.day_now()
             base = current_snapshot_id(catalog)
             t0 = time.monotonic()
+            touched: list[int] = []  # keys the operation changes (logged with a failure too)
             try:
                 if kind == "merge":
                     ins = []
@@ -448,6 +449,7 @@ def spark_writer(run: Run) -> None:
                     upd_keys = known.pick(rng, batch // 3, today, run.cfg["cold_share"])
                     del_keys = known.pick(rng, max(1, batch // 10), today, run.cfg["cold_share"], exclude=set(upd_keys))
                     upd = [make_row(rng, k, known.live[k] + 1, "spark") for k in upd_keys]
+                    touched = [r["id"] for r in ins + upd] + del_keys
                     rows = [{**r, "op": "U"} for r in ins + upd] + [{**make_row(rng, k, 0, "spark"), "op": "D"} for k in del_keys]
                     data = [
                         (r["id"], dt.datetime.fromtimestamp(r["ts"] / 1e6, UTC), r["payload"], r["version"], r["amount"], r["writer"], r["op"])
@@ -469,6 +471,7 @@ def spark_writer(run: Run) -> None:
                     del_keys = known.pick(rng, max(2, batch // 4), today, run.cfg["cold_share"])
                     if not del_keys:
                         continue
+                    touched = del_keys
                     spark.sql(f"DELETE FROM {SPARK_IDENT} WHERE id IN ({', '.join(map(str, del_keys))})").collect()
                     change = {"delete": del_keys}
                     detail = {"days": sorted({k // DAY_IDS for k in del_keys})}
@@ -483,6 +486,8 @@ def spark_writer(run: Run) -> None:
                     seconds=round(time.monotonic() - t0, 2),
                     error_class=error_class(e),
                     error=text,
+                    today=today,
+                    days=sorted({k // DAY_IDS for k in touched}),
                     classification=classify_failure(catalog, base, text),
                 )
     log.write(status="stopped")
@@ -514,6 +519,7 @@ def pyiceberg_writer(run: Run) -> None:
             today = run.day_now()
             t0 = time.monotonic()
             base = None
+            touched: list[int] = []
             try:
                 table = catalog.load_table(IDENT)
                 base = table.metadata.current_snapshot_id
@@ -522,6 +528,7 @@ def pyiceberg_writer(run: Run) -> None:
                     for _ in range(batch):
                         rows.append(make_row(rng, today * DAY_IDS + 2 * next_n + 1, 1, "pyiceberg"))
                         next_n += 1
+                    touched = [r["id"] for r in rows]
                     table.append(rows_table(rows))
                     change = {"upsert": [[r["id"], 1] for r in rows]}
                 else:
@@ -529,6 +536,7 @@ def pyiceberg_writer(run: Run) -> None:
                     if not keys:
                         continue
                     rows = [make_row(rng, k, known.live[k] + 1, "pyiceberg") for k in keys]
+                    touched = keys
                     table.overwrite(rows_table(rows), overwrite_filter=In("id", keys))
                     change = {"delete": keys, "upsert": [[r["id"], r["version"]] for r in rows]}
                 log.write(
@@ -551,6 +559,8 @@ def pyiceberg_writer(run: Run) -> None:
                     seconds=round(time.monotonic() - t0, 2),
                     error_class=error_class(e),
                     error=text,
+                    today=today,
+                    days=sorted({k // DAY_IDS for k in touched}),
                     classification=classify_failure(catalog, base, text),
                 )
     log.write(status="stopped")
@@ -834,6 +844,9 @@ def summarize(run: Run) -> dict:
         by_op = collections.Counter(f"{r['op']}:{r['status']}" for r in recs)
         causes = collections.Counter(r["classification"]["cause"] for r in failed)
         kinds = collections.Counter(f"{r['op']}:{conflict_kind(r['error'])}" for r in failed)
+        # A maintenance-caused failure of an operation that reached into a day older than
+        # yesterday: a late change to a partition that was cold when the maintainer planned.
+        cold = [r for r in failed if r["classification"]["cause"] == "maintenance" and "today" in r and any(d < r["today"] - 1 for d in r.get("days", []))]
         classes = collections.Counter(r["error_class"] for r in failed)
         writers[name] = {
             "attempts": len(recs),
@@ -843,6 +856,7 @@ def summarize(run: Run) -> dict:
             "failed_by_cause": dict(causes),
             "failed_by_class": dict(classes),
             "failed_by_kind": dict(kinds),
+            "maintenance_failures_touching_cold_days": len(cold),
             "failure_examples": [
                 {"op": r["op"], "error_class": r["error_class"], "error": r["error"][:400], "cause": r["classification"]["cause"]} for r in failed[:4]
             ],
