@@ -19,13 +19,9 @@ use std::net::TcpListener;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, OnceLock};
 
-use cryo_core::clock::SystemClock;
 use cryo_core::exec::trino::{TrinoClient, TrinoConfig};
-use cryo_core::grade::{GradeOptions, grade};
 use cryo_core::maintain::{MaintenanceRun, RemoveOrphanFiles};
-use cryo_core::plan::{PlanOptions, plan_fleet};
 use cryo_core::receipt::JsonLinesLog;
-use cryo_core::scan::{FleetScanOptions, scan_fleet};
 use cryo_core::{Catalog, CatalogConfig, Namespace, TableId};
 use tracing::field::{Field, Visit};
 use tracing::span::{Attributes, Id, Record};
@@ -332,27 +328,7 @@ async fn secrets_never_reach_receipts_or_logs_of_a_working_catalog() {
             t = append(committer.as_ref(), &t, i * 3..i * 3 + 3).await;
         }
     }
-    let fleet = scan_fleet(&catalog, &FleetScanOptions::default(), &SystemClock)
-        .await
-        .unwrap();
-    let graded: Vec<_> = fleet
-        .tables
-        .iter()
-        .map(|s| {
-            (
-                s.clone(),
-                grade(s, &GradeOptions::default(), fleet.scanned_at_ms).unwrap(),
-            )
-        })
-        .collect();
-    let plan = plan_fleet(
-        catalog.name(),
-        &graded,
-        &PlanOptions::default(),
-        &BTreeMap::new(),
-        fleet.scanned_at_ms,
-    )
-    .unwrap();
+    let plan = crate::fleet::plan(&catalog).await;
     // Break one table: its failure becomes a receipt.
     let broken = catalog
         .load_table(&TableId::new(Namespace::new(["db"]), "b"))
