@@ -21,7 +21,9 @@ Processes (each this file with a role, each logging JSON lines under ``<out>/log
 - ``pyiceberg-writer``: every ``--cadence`` seconds an append of new keys or an overwrite with a
   filter (``id IN (...)``: copy-on-write replacement of known rows).
 - ``maintainer``: ``cryo``: ``Catalog.compact`` (bin-pack, deletes applied; ``--quiet-seconds`` is
-  cryo-core's ``quiet_period_ms``), ``rewrite_position_deletes``, ``rewrite_manifests`` and
+  cryo-core's ``quiet_period_ms``; with ``--fence``, the writers hold a ``cryo.CommitFence`` for
+  each whole operation and Cryo's compaction and delete rewrites commit under it, so no writer
+  operation spans a Cryo commit), ``rewrite_position_deletes``, ``rewrite_manifests`` and
   ``expire_snapshots`` (older than ``--retention-seconds``, far longer than any writer operation, so
   no writer's base snapshot is ever expired) every ``--maint-cadence`` seconds; ``spark``:
   ``CALL system.rewrite_data_files`` (``delete-file-threshold`` 1, as Cryo), ``rewrite_position_delete_files``,
@@ -150,15 +152,27 @@ def read_jsonl(path: Path) -> list[dict]:
     return out
 
 
+def commit_fence(run: Run):
+    """The commit fence writers and Cryo share (``--fence``), or None."""
+    if not run.cfg.get("fence"):
+        return None
+    import cryo
+
+    return cryo.CommitFence(run.out / "fence")
+
+
 @contextlib.contextmanager
 def writer_turn(run: Run) -> Iterator[int]:
-    """Hold the writers' lock; yields the next global commit-order number."""
+    """Hold the writers' lock (and, with ``--fence``, the commit fence for the whole operation);
+    yields the next global commit-order number."""
+    fence = commit_fence(run)
     with open(run.lock_file, "a+") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         try:
-            n = int(run.counter_file.read_text() or 0) + 1 if run.counter_file.exists() else 1
-            run.counter_file.write_text(str(n))
-            yield n
+            with fence.writer(CATALOG, IDENT) if fence else contextlib.nullcontext():
+                n = int(run.counter_file.read_text() or 0) + 1 if run.counter_file.exists() else 1
+                run.counter_file.write_text(str(n))
+                yield n
         finally:
             fcntl.flock(lock, fcntl.LOCK_UN)
 
@@ -345,6 +359,7 @@ def setup(out: Path, args: argparse.Namespace) -> None:
         "minutes": args.minutes,
         "maintainer": args.maintainer,
         "quiet_seconds": args.quiet_seconds,
+        "fence": args.fence,
         "cadence": args.cadence,
         "maint_cadence": args.maint_cadence,
         "day_seconds": args.day_seconds,
@@ -594,6 +609,7 @@ def cryo_maintainer(run: Run) -> None:
     log = Log(run.logs / "maintainer.jsonl")
     cat = run.cryo_catalog()
     quiet_ms = int(run.cfg["quiet_seconds"] * 1000) or None
+    fence = commit_fence(run)
     retention = dt.timedelta(seconds=run.cfg["retention_seconds"])
     cadence = run.cfg["maint_cadence"]
     t_next = time.monotonic() + cadence
@@ -645,8 +661,11 @@ def cryo_maintainer(run: Run) -> None:
         if run.stopping():
             break
         t_next = time.monotonic() + cadence
-        job("compact", lambda: cat.compact(IDENT, dry_run=False, quiet_period_ms=quiet_ms))
-        job("rewrite_position_deletes", lambda: cat.rewrite_position_deletes(IDENT, dry_run=False, quiet_period_ms=quiet_ms))
+        job("compact", lambda: cat.compact(IDENT, dry_run=False, quiet_period_ms=quiet_ms, commit_fence=fence))
+        job(
+            "rewrite_position_deletes",
+            lambda: cat.rewrite_position_deletes(IDENT, dry_run=False, quiet_period_ms=quiet_ms, commit_fence=fence),
+        )
         job("rewrite_manifests", lambda: cat.rewrite_manifests(IDENT, dry_run=False))
         job("expire", lambda: cat.expire_snapshots(IDENT, older_than=retention, retain_last=1, dry_run=False))
     if wait_final(run):
@@ -956,7 +975,7 @@ def main_run(args: argparse.Namespace) -> dict:
 
 def print_report(r: dict) -> None:
     c = r["config"]
-    print(f"== live-CDC soak: {c['minutes']} min, maintainer {c['maintainer']}, quiet {c['quiet_seconds']} s, cadence {c['cadence']} s / {c['maint_cadence']} s")
+    print(f"== live-CDC soak: {c['minutes']} min, maintainer {c['maintainer']}, quiet {c['quiet_seconds']} s, fence {c.get('fence', False)}, cadence {c['cadence']} s / {c['maint_cadence']} s")
     for name, w in r["writers"].items():
         print(f"  {name}: {w['succeeded']}/{w['attempts']} commits ok, failed {w['failed']} {w['failed_by_cause']} {w['failed_by_kind']}")
     print(f"  maintainer jobs: {r['maintainer_totals']}")
@@ -976,6 +995,7 @@ def main() -> None:
     p.add_argument("--minutes", type=float, default=2.5)
     p.add_argument("--maintainer", choices=["cryo", "spark", "none"], default="cryo")
     p.add_argument("--quiet-seconds", type=float, default=0, help="cryo's compaction quiet period (0: none)")
+    p.add_argument("--fence", action="store_true", help="writers and cryo share a cryo.CommitFence (no writer operation spans a Cryo commit)")
     p.add_argument("--cadence", type=float, default=4.0, help="seconds between a writer's commits")
     p.add_argument("--maint-cadence", type=float, default=4.0, help="seconds between maintenance rounds")
     p.add_argument("--day-seconds", type=float, default=30.0, help="wall-clock length of a simulated day")

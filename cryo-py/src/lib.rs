@@ -11,6 +11,7 @@ mod catalog;
 mod convert;
 mod engines;
 mod errors;
+mod fence;
 mod logging;
 mod models;
 mod progress;
@@ -158,6 +159,8 @@ fn _cryo(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<models::FleetOutcome>()?;
     m.add_class::<engines::Engine>()?;
     m.add_class::<engines::PyGovernor>()?;
+    m.add_class::<fence::CommitFence>()?;
+    m.add_class::<fence::WriterFence>()?;
     m.add_function(wrap_pyfunction!(engines::trino_engine, m)?)?;
     m.add_function(wrap_pyfunction!(engines::python_engine, m)?)?;
     m.add_function(wrap_pyfunction!(grade, m)?)?;

@@ -158,6 +158,27 @@ def test_run_dry_then_for_real_with_receipts(tmp_path):
     assert after["lake.clickstream"].score > cryo.grade(before["lake.clickstream"]).score
 
 
+def test_commit_fence_holds_commits_back_while_a_writer_works(tmp_path):
+    lake = cryo.demo_lake(tmp_path / "lake")
+    cat = lake.catalog
+    table = "lake.clickstream"
+    before = cat.scan(table).current_snapshot_id
+    fence = cryo.CommitFence(tmp_path / "fence", wait_ms=200)
+    assert fence.wait_ms == 200 and fence.dir == str(tmp_path / "fence")
+    with fence.writer(cat.name, table):
+        # A writer operation in flight: the compaction waits 200 ms, commits nothing, says why.
+        out = cat.compact(table, dry_run=False, commit_fence=fence)
+        assert out.committed_groups == 0 and out.failed_groups > 0
+        assert "commit fence" in json.dumps(out.to_dict())
+        assert cat.scan(table).current_snapshot_id == before
+    # The plan's run takes the fence too (MaintenanceOptions.commit_fence); free now, it commits.
+    real = cat.run(cat.plan(), dry_run=False, commit_fence=fence, quiet_period_ms=0)
+    assert real.counts.get("succeeded", 0) > 0 and real.failed_tables == [], real
+    assert cat.scan(table).current_snapshot_id != before
+    with pytest.raises(cryo.ValidationError, match="commit_fence"):
+        cat.compact(table, dry_run=False, commit_fence={"dir": ""})
+
+
 def test_compact_pyiceberg_table_reads_back(tmp_path):
     pycat = _pyiceberg_table(tmp_path)
     rows_before = cryo_peers.fingerprint(cryo_peers.read_pyiceberg("ns.items", catalog=pycat))

@@ -37,6 +37,7 @@ use crate::commit::{
     certainly_not_committed, live_subset, validate_rewrite,
 };
 use crate::error::{Error, Result};
+use crate::govern::{CommitFence, FenceGuard, enter_fence};
 use crate::progress::{ProgressSink, report};
 
 /// How a run is carried out (what to rewrite is [`CompactOptions`]).
@@ -53,6 +54,9 @@ pub struct RunOptions {
     pub max_commits: usize,
     /// Commit retries; `None`: the table's `commit.retry.*` properties, else Java's defaults.
     pub retry: Option<RetryPolicy>,
+    /// Take this commit fence around every commit, so that no cooperating writer's operation
+    /// overlaps one (see [`CommitFence`]); `None`: commit without it.
+    pub commit_fence: Option<CommitFence>,
 }
 
 impl Default for RunOptions {
@@ -62,6 +66,7 @@ impl Default for RunOptions {
             parallel_groups: 2,
             max_commits: 10,
             retry: None,
+            commit_fence: None,
         }
     }
 }
@@ -79,6 +84,9 @@ impl RunOptions {
         }
         if let Some(r) = &self.retry {
             r.validate()?;
+        }
+        if let Some(f) = &self.commit_fence {
+            f.validate()?;
         }
         Ok(())
     }
@@ -642,6 +650,19 @@ impl RewrittenCompaction<'_> {
                 }
                 continue;
             }
+            // Under the fence (if any), no cooperating writer's operation spans this commit.
+            let _fence = match self.enter_fence().await {
+                Ok(f) => f,
+                Err(e) => {
+                    for g in batch {
+                        let deleted = cleanup_group(&self.base, &g).await.is_ok();
+                        st.results
+                            .push(rewritten_outcome(&g, failed(&self.table, &e, deleted), 0));
+                    }
+                    st.stopped = Some(e.message_for(&self.table));
+                    continue;
+                }
+            };
             let staged_on = st.head.metadata.current_snapshot_id();
             let batch_deletes: Vec<String> = batch
                 .iter()
@@ -682,6 +703,15 @@ impl RewrittenCompaction<'_> {
             st.results.extend(done);
         }
         st.commit_ms += started.elapsed().as_millis() as u64;
+    }
+
+    /// The run's commit fence, entered; `Ok(None)` without one. Writers holding it for the
+    /// whole wait is an error (the batch is not committed).
+    async fn enter_fence(&self) -> Result<Option<FenceGuard>> {
+        let Some(fence) = &self.run.commit_fence else {
+            return Ok(None);
+        };
+        enter_fence(fence, self.catalog.name(), &self.table).await
     }
 
     fn finish(&self, st: CommitLoop) -> CompactionOutcome {

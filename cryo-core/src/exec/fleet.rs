@@ -54,6 +54,10 @@ pub struct FleetOptions {
     pub parallel_groups: usize,
     /// Native compaction: most commits per chunk.
     pub max_commits: usize,
+    /// Native steps: as [`MaintenanceOptions::quiet_period_ms`].
+    pub quiet_period_ms: Option<u64>,
+    /// Native steps: as [`MaintenanceOptions::commit_fence`].
+    pub commit_fence: Option<crate::govern::CommitFence>,
 }
 
 impl Default for FleetOptions {
@@ -71,6 +75,8 @@ impl Default for FleetOptions {
             min_retry_ms: 1_000,
             parallel_groups: native.parallel_groups,
             max_commits: native.max_commits,
+            quiet_period_ms: None,
+            commit_fence: None,
         }
     }
 }
@@ -98,6 +104,8 @@ impl FleetOptions {
             deadline_ms: self.deadline_ms,
             parallel_groups: self.parallel_groups,
             max_commits: self.max_commits,
+            quiet_period_ms: self.quiet_period_ms,
+            commit_fence: self.commit_fence.clone(),
         }
     }
 }

@@ -12,12 +12,17 @@
 //! - [`Bandit`]: optional, per destination; learns the running-query threshold from
 //!   [`Outcome`]s and falls back to the static limits while it has too few.
 //! - Per-table locks ([`TableLocks`]) keep two workers from maintaining the same table at once.
+//! - The commit fence ([`CommitFence`]) keeps Cryo's commits and cooperating writers'
+//!   operations from overlapping.
 
 mod bandit;
+mod fence;
 mod lock;
 mod policy;
 
 pub use bandit::{Arm, Bandit, BanditConfig, Context, Outcome, Tuned, TuningSource};
+pub(crate) use fence::enter_fence;
+pub use fence::{CommitFence, FenceGuard};
 pub use lock::{LocalLocks, LockGuard, LockHolder, TableLocks};
 pub use policy::{
     CoordinatorLoad, Decision, DeferReason, Governor, Limits, LoadSnapshot, Probe, ProbeFailure,

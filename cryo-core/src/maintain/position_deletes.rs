@@ -47,6 +47,7 @@ use crate::compact::{
     DeleteKind, GroupDeleteFile, PartitionPaths, PartitionRef, read_position_file, recently_changed,
 };
 use crate::error::{Error, Result};
+use crate::govern::{CommitFence, enter_fence};
 use crate::receipt::Footprint;
 
 /// Java's table property for the size of delete files.
@@ -83,6 +84,9 @@ pub struct RewritePositionDeletesOptions {
     /// ("Missing required files to delete"); a quiet period keeps the rewrite off the
     /// partitions those writers are working in.
     pub quiet_period_ms: Option<u64>,
+    /// Take this commit fence around the commit, so that no cooperating writer's operation
+    /// overlaps it (see [`CommitFence`]); `None`: commit without it.
+    pub commit_fence: Option<CommitFence>,
 }
 
 impl Default for RewritePositionDeletesOptions {
@@ -95,6 +99,7 @@ impl Default for RewritePositionDeletesOptions {
             partitions: None,
             retry: None,
             quiet_period_ms: None,
+            commit_fence: None,
         }
     }
 }
@@ -113,6 +118,9 @@ impl RewritePositionDeletesOptions {
         }
         if let Some(r) = &self.retry {
             r.validate()?;
+        }
+        if let Some(f) = &self.commit_fence {
+            f.validate()?;
         }
         Ok(())
     }
@@ -821,8 +829,17 @@ impl PreparedPositionDeleteRewrite<'_> {
                     None => RetryPolicy::for_table(self.base.metadata.properties())
                         .map_err(|e| e.in_table(&self.base.id)),
                 };
+                // Under the fence (if any), no cooperating writer's operation spans the commit.
+                let fence = match &self.options.commit_fence {
+                    Some(f) => enter_fence(f, self.catalog.name(), &self.base.id).await,
+                    None => Ok(None),
+                };
+                let policy = match (policy, fence) {
+                    (Ok(p), Ok(f)) => Ok((p, f)),
+                    (Err(e), _) | (_, Err(e)) => Err(e),
+                };
                 let (group_outcomes, snapshot) = match policy {
-                    Ok(policy) => {
+                    Ok((policy, _fence)) => {
                         commit_groups(
                             committer.as_ref(),
                             &self.base,

@@ -31,6 +31,7 @@ use crate::catalog::{Catalog, TableId};
 use crate::clock::{Clock, SystemClock};
 use crate::compact::{CompactOptions, Compaction, GroupStatus, RunOptions as CompactRunOptions};
 use crate::error::{Error, Result};
+use crate::govern::CommitFence;
 use crate::govern::TableLocks;
 use crate::ops::Operation;
 use crate::plan::{MaintenancePlan, PlannedStep, StepParams, TablePlan, Window};
@@ -57,6 +58,13 @@ pub struct MaintenanceOptions {
     pub parallel_groups: usize,
     /// Most commits one compaction chunk makes.
     pub max_commits: usize,
+    /// Compaction and position-delete rewrites leave alone the partitions a commit changed less
+    /// than this many milliseconds ago (where merge-on-read writers are working; see
+    /// [`CompactOptions::quiet_period_ms`]); `None`: maintain hot partitions too.
+    pub quiet_period_ms: Option<u64>,
+    /// Commit fence shared with cooperating writers, taken around every commit of compaction
+    /// and position-delete rewrites (see [`CommitFence`]); `None`: commit without it.
+    pub commit_fence: Option<CommitFence>,
 }
 
 impl Default for MaintenanceOptions {
@@ -69,6 +77,8 @@ impl Default for MaintenanceOptions {
             deadline_ms: None,
             parallel_groups: run.parallel_groups,
             max_commits: run.max_commits,
+            quiet_period_ms: None,
+            commit_fence: None,
         }
     }
 }
@@ -92,6 +102,7 @@ impl MaintenanceOptions {
             parallel_groups: self.parallel_groups,
             max_commits: self.max_commits,
             retry: None,
+            commit_fence: self.commit_fence.clone(),
         }
     }
 }
@@ -518,6 +529,8 @@ impl<'a> MaintenanceRun<'a> {
             .with_options(RewritePositionDeletesOptions {
                 dry_run,
                 min_input_files: min_input_files as usize,
+                quiet_period_ms: self.options.quiet_period_ms,
+                commit_fence: self.options.commit_fence.clone(),
                 ..RewritePositionDeletesOptions::default()
             })
             .with_clock(Arc::clone(&self.clock))
@@ -719,7 +732,10 @@ impl<'a> MaintenanceRun<'a> {
         let mut first_failure: Option<(String, String)> = None;
         for chunk in &step.chunks {
             let outcome = Compaction::new(self.catalog, table.clone())
-                .with_options(CompactOptions::from_step(step, chunk)?)
+                .with_options(CompactOptions {
+                    quiet_period_ms: self.options.quiet_period_ms,
+                    ..CompactOptions::from_step(step, chunk)?
+                })
                 .with_run_options(self.options.compact_run())
                 .with_clock(Arc::clone(&self.clock))
                 .execute()

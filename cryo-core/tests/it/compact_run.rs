@@ -285,3 +285,99 @@ async fn a_locked_catalog_fails_cleanly_and_stops_the_run() {
         .unwrap();
     assert_eq!(out.committed_groups(), 2);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_commit_fence_keeps_commits_out_of_writer_operations() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, Ordering};
+
+    use cryo_core::govern::CommitFence;
+
+    let dir = tempfile::tempdir().unwrap();
+    let catalog = sql_catalog(dir.path()).await;
+    let (id, mut ids) = fragmented(&catalog, 8).await;
+    let mut fence = CommitFence::new(dir.path().join("fence"));
+    let run = |fence: &CommitFence| RunOptions {
+        commit_fence: Some(fence.clone()),
+        ..RunOptions::default()
+    };
+
+    // A writer holding the fence for longer than the commit waits: nothing commits, the
+    // rewritten files are deleted, and the run says why.
+    fence.wait_ms = 200;
+    let before = catalog.load_table(&id).await.unwrap();
+    let files_before = data_files_in(&before, DAY0).await.len();
+    let held = fence.enter_writer(catalog.name(), &id).unwrap();
+    let out = Compaction::new(&catalog, id.clone())
+        .with_run_options(run(&fence))
+        .execute()
+        .await
+        .unwrap();
+    assert_eq!(out.committed_groups(), 0, "{:?}", out.groups);
+    let mut waited = 0;
+    for g in &out.groups {
+        let GroupStatus::Failed {
+            code,
+            message,
+            files_deleted,
+        } = &g.status
+        else {
+            panic!("{:?}", g.status)
+        };
+        // The first batch waited for the fence; the run then stopped committing.
+        if code == "commit_conflict" {
+            assert!(message.contains("held the commit fence"), "{message}");
+            waited += 1;
+        } else {
+            assert!(message.contains("not attempted"), "{message}");
+            assert!(message.contains("commit fence"), "{message}");
+        }
+        assert!(files_deleted);
+    }
+    assert_eq!(waited, 1, "one wait, then the run stops committing");
+    let unchanged = catalog.load_table(&id).await.unwrap();
+    assert_eq!(unchanged.metadata_location, before.metadata_location);
+    assert_eq!(data_files_in(&unchanged, DAY0).await.len(), files_before);
+    drop(held);
+
+    // A writer operation (read, then a merge-on-read delete of a file Cryo is replacing) that
+    // holds the fence: Cryo's commit waits for it, then its validation sees the delete and
+    // aborts that group alone. The writer never meets Cryo's commit.
+    fence.wait_ms = 30_000;
+    let rewritten = Compaction::new(&catalog, id.clone())
+        .with_run_options(run(&fence))
+        .rewrite()
+        .await
+        .unwrap();
+    let writer = fence.enter_writer(catalog.name(), &id).unwrap();
+    let committed = Arc::new(AtomicBool::new(false));
+    let commit = {
+        let committed = Arc::clone(&committed);
+        async move {
+            let out = rewritten.commit().await.unwrap();
+            committed.store(true, Ordering::SeqCst);
+            out
+        }
+    };
+    let write = async {
+        let committer = catalog.committer().unwrap();
+        let head = catalog.load_table(&id).await.unwrap();
+        let victim = data_files_in(&head, DAY0).await.remove(0);
+        tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+        assert!(
+            !committed.load(Ordering::SeqCst),
+            "Cryo committed inside a writer operation"
+        );
+        delete_positions(committer.as_ref(), &head, victim.file_path(), vec![0]).await;
+        drop(writer);
+    };
+    let (out, ()) = tokio::join!(commit, write);
+    assert_eq!(out.committed_groups(), 1, "{:?}", out.groups);
+    assert_eq!(out.conflicted_groups(), 1, "{:?}", out.groups);
+    let after = catalog.load_table(&id).await.unwrap();
+    let rows = read_rows(&after).await;
+    assert_eq!(rows.len(), ids.len() - 1, "the writer's delete holds");
+    let kept: BTreeSet<i64> = rows.iter().map(|r| r.0).collect();
+    ids.retain(|i| kept.contains(i));
+    assert_eq!(rows, expected(&ids));
+}

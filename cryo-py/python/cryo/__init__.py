@@ -45,6 +45,7 @@ from ._fleet import FleetGrades, grade_fleet
 from ._progress import ProgressArg, ProgressEvent, TqdmProgress
 from ._cryo import (
     ArrowResult,
+    CommitFence,
     CompactionOutcome,
     Engine,
     ExpireOutcome,
@@ -157,6 +158,7 @@ __all__ = [
     "ConfigError",
     "CryoError",
     "DemoLake",
+    "CommitFence",
     "Engine",
     "EngineError",
     "ExpireOutcome",

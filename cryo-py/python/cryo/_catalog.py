@@ -65,7 +65,7 @@ def _epoch_ms(value: Optional[Instant], name: str) -> Optional[int]:
 
 def _options(**options: Any) -> dict[str, Any]:
     """Keyword options for the native layer; None means cryo-core's default and is dropped."""
-    return {k: v for k, v in options.items() if v is not None}
+    return {k: (v._option() if isinstance(v, _cryo.CommitFence) else v) for k, v in options.items() if v is not None}
 
 
 def _path(value: Optional[Union[str, os.PathLike[str]]]) -> Optional[str]:
@@ -184,7 +184,9 @@ class Catalog:
         cryo-core's ``CompactOptions`` and ``RunOptions`` (``strategy``, ``partitions``,
         ``parallel_groups``, …). ``quiet_period_ms``: leave alone the partitions a commit
         changed within that many milliseconds (where merge-on-read writers are working: their
-        commits would fail against files a compaction just replaced). ``progress``: as for
+        commits would fail against files a compaction just replaced). ``commit_fence``: a
+        :class:`cryo.CommitFence` the writers take too, so that no writer operation spans one of
+        Cryo's commits. ``progress``: as for
         :meth:`scan_fleet`; stage ``plan`` once the groups are planned, then ``rewrite`` as
         each group is rewritten.
         """
@@ -227,7 +229,7 @@ class Catalog:
     ) -> RewritePositionDeletesOutcome:
         """Combine small position-delete files per partition and drop dangling ones.
         ``quiet_period_ms``: leave alone the partitions a commit changed within that many
-        milliseconds (as :meth:`compact`)."""
+        milliseconds; ``commit_fence``: as for :meth:`compact`."""
         return self._native.rewrite_position_deletes(table, _options(dry_run=dry_run, **options))
 
     def remove_orphan_files(
@@ -262,7 +264,8 @@ class Catalog:
 
         ``lock_dir``: take a file lock per table there; ``receipt_log``: append a receipt per
         decision (JSON lines; read back with :func:`cryo.read_receipts`). Options: cryo-core's
-        ``MaintenanceOptions`` (``actor``, ``window``, ``deadline_ms``, …). ``progress``: as for
+        ``MaintenanceOptions`` (``actor``, ``window``, ``deadline_ms``, ``quiet_period_ms``,
+        ``commit_fence``, …). ``progress``: as for
         :meth:`scan_fleet`, stage ``run``, one unit per table of the plan.
         """
         callback, close = _progress.resolve(progress, "run")

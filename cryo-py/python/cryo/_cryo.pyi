@@ -1,6 +1,6 @@
 # Stubs of the native module (cryo-py/src). Checked by `python -m mypy.stubtest cryo._cryo`.
 import os
-from typing import Any, Callable, Optional, final
+from typing import Any, Callable, Optional, Union, final
 
 __version__: str
 __all__ = [
@@ -8,6 +8,7 @@ __all__ = [
     "Catalog",
     "CatalogError",
     "CommitConflictError",
+    "CommitFence",
     "CompactionOutcome",
     "ConfigError",
     "CryoError",
@@ -34,6 +35,7 @@ __all__ = [
     "RunOutcome",
     "StorageError",
     "TableScan",
+    "WriterFence",
     "UnsupportedError",
     "ValidationError",
     "__version__",
@@ -357,6 +359,21 @@ class Engine:
     def coordinators(self) -> list[str]: ...
     def probe(self) -> dict[str, Any]: ...
     def execute(self, sql: str, coordinator: Optional[str] = None) -> dict[str, Any]: ...
+
+@final
+class CommitFence:
+    def __new__(cls, dir: Union[str, os.PathLike[str]], *, wait_ms: Optional[int] = None) -> CommitFence: ...
+    @property
+    def dir(self) -> str: ...
+    @property
+    def wait_ms(self) -> int: ...
+    def writer(self, catalog: str, table: str) -> WriterFence: ...
+    def _option(self) -> dict[str, Any]: ...
+
+@final
+class WriterFence:
+    def __enter__(self) -> WriterFence: ...
+    def __exit__(self, *args: object) -> bool: ...
 
 @final
 class Governor:

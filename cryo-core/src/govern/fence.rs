@@ -1,0 +1,268 @@
+//! The commit fence: cooperating writers and Cryo's commits never overlap on one table.
+//!
+//! Iceberg's optimistic concurrency validates a merge-on-read writer's commit against the files
+//! it read: a `MERGE`/`DELETE`/`UPDATE` that read data file `F` (or `F`'s delete file) and
+//! commits after a compaction replaced it fails ("Cannot commit, missing data files"). A quiet
+//! period keeps Cryo off the partitions writers are working in, but a late change to a cold
+//! partition can still start while Cryo is committing that partition's compaction. The fence
+//! closes that window for writers that take it:
+//!
+//! ```text
+//! writer:  enter_writer (shared) ── read, write, commit ── drop
+//! Cryo:    rewrite (no fence) ── enter_commit (exclusive, bounded wait) ── validate, commit ── drop
+//! ```
+//!
+//! A writer's whole operation therefore lies either before Cryo's commit (its snapshot is seen
+//! by Cryo's validation, which aborts the groups it conflicts with) or after it (it reads the
+//! compacted files). Cryo never waits for writers longer than [`CommitFence::wait_ms`] and a
+//! waiting commit closes a gate, so a stream of writers cannot starve it; writers wait at most
+//! for one commit of Cryo's. The local implementation uses OS file locks: every process on one
+//! host (or on a filesystem with working `flock`) that uses the same directory takes part, and
+//! a crashed holder releases the fence with its process.
+
+use std::fs::{File, OpenOptions};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+use crate::catalog::TableId;
+use crate::error::{Error, Result};
+
+/// Poll interval of Cryo's bounded wait.
+const POLL: Duration = Duration::from_millis(10);
+
+/// Where the fence of a table lives and how long Cryo waits for it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct CommitFence {
+    /// Directory of the fence files, shared by the writers and Cryo.
+    pub dir: PathBuf,
+    /// Longest Cryo waits for writers' operations in flight before giving the commit up
+    /// (its groups fail, retryable, and their files are deleted).
+    pub wait_ms: u64,
+}
+
+impl Default for CommitFence {
+    fn default() -> Self {
+        Self {
+            dir: PathBuf::new(),
+            wait_ms: 60_000,
+        }
+    }
+}
+
+/// A held fence (shared for a writer, exclusive for Cryo's commit); released when dropped.
+#[derive(Debug)]
+pub struct FenceGuard {
+    _files: Vec<File>,
+}
+
+impl CommitFence {
+    /// The fence under `dir`, with the default wait (60 s).
+    pub fn new(dir: impl Into<PathBuf>) -> Self {
+        Self {
+            dir: dir.into(),
+            ..Self::default()
+        }
+    }
+
+    /// Reject a fence without a directory.
+    pub fn validate(&self) -> Result<()> {
+        if self.dir.as_os_str().is_empty() {
+            return Err(Error::validation("commit_fence.dir must not be empty"));
+        }
+        Ok(())
+    }
+
+    fn paths(&self, catalog: &str, table: &TableId) -> (PathBuf, PathBuf) {
+        let digest = Sha256::digest(format!("{catalog}\u{0}{table}").as_bytes());
+        let name: String = digest.iter().take(16).fold(String::new(), |mut s, b| {
+            use std::fmt::Write as _;
+            let _ = write!(s, "{b:02x}");
+            s
+        });
+        (
+            self.dir.join(format!("{name}.gate")),
+            self.dir.join(format!("{name}.fence")),
+        )
+    }
+
+    fn open(&self, path: &Path) -> Result<File> {
+        std::fs::create_dir_all(&self.dir).map_err(|e| io_err(&self.dir, "create directory", e))?;
+        OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(path)
+            .map_err(|e| io_err(path, "open", e))
+    }
+
+    /// For a writer: blocks while a commit of Cryo's on `catalog`.`table` is in progress, then
+    /// holds the fence (shared with other writers) until the guard is dropped. Hold it from
+    /// before the operation reads the table until after it committed.
+    pub fn enter_writer(&self, catalog: &str, table: &TableId) -> Result<FenceGuard> {
+        self.validate()?;
+        let (gate_path, fence_path) = self.paths(catalog, table);
+        let gate = self.open(&gate_path)?;
+        gate.lock_shared()
+            .map_err(|e| io_err(&gate_path, "lock", e))?;
+        let fence = self.open(&fence_path)?;
+        fence
+            .lock_shared()
+            .map_err(|e| io_err(&fence_path, "lock", e))?;
+        // Passing the gate is enough: a commit that closes it now waits for this writer.
+        drop(gate);
+        Ok(FenceGuard {
+            _files: vec![fence],
+        })
+    }
+
+    /// For Cryo's commit: closes the gate to new writers, waits (up to [`Self::wait_ms`]) for
+    /// the writers in flight to finish, and holds the fence exclusively until the guard is
+    /// dropped. `Ok(None)`: writers held it for the whole wait.
+    pub async fn enter_commit(&self, catalog: &str, table: &TableId) -> Result<Option<FenceGuard>> {
+        self.validate()?;
+        let (gate_path, fence_path) = self.paths(catalog, table);
+        let deadline = Instant::now() + Duration::from_millis(self.wait_ms);
+        let gate = self.open(&gate_path)?;
+        if !try_exclusive(&gate, &gate_path, deadline).await? {
+            return Ok(None);
+        }
+        let fence = self.open(&fence_path)?;
+        if !try_exclusive(&fence, &fence_path, deadline).await? {
+            return Ok(None);
+        }
+        Ok(Some(FenceGuard {
+            _files: vec![fence, gate],
+        }))
+    }
+}
+
+/// Enter `fence` for a commit of Cryo's on `catalog`.`table`; writers holding it for the whole
+/// wait is a commit conflict (nothing was committed, the caller deletes what it wrote).
+pub(crate) async fn enter_fence(
+    fence: &CommitFence,
+    catalog: &str,
+    table: &TableId,
+) -> Result<Option<FenceGuard>> {
+    match fence.enter_commit(catalog, table).await? {
+        Some(g) => Ok(Some(g)),
+        None => Err(Error::CommitConflict {
+            table: table.to_string(),
+            message: format!(
+                "writers held the commit fence for {} s; nothing was committed",
+                fence.wait_ms / 1000
+            ),
+        }),
+    }
+}
+
+/// Take `file`'s exclusive lock, polling until `deadline`; whether it was taken.
+async fn try_exclusive(file: &File, path: &Path, deadline: Instant) -> Result<bool> {
+    loop {
+        match file.try_lock() {
+            Ok(()) => return Ok(true),
+            Err(std::fs::TryLockError::WouldBlock) => {}
+            Err(std::fs::TryLockError::Error(e)) => return Err(io_err(path, "lock", e)),
+        }
+        if Instant::now() >= deadline {
+            return Ok(false);
+        }
+        tokio::time::sleep(POLL).await;
+    }
+}
+
+fn io_err(path: &Path, what: &str, e: std::io::Error) -> Error {
+    Error::Storage {
+        path: path.display().to_string(),
+        message: format!("commit fence: {what}"),
+        source: Some(Box::new(e)),
+        retryable: false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, Ordering};
+
+    use super::*;
+
+    fn table() -> TableId {
+        TableId::parse("db.t").unwrap()
+    }
+
+    #[tokio::test]
+    async fn writers_share_and_exclude_commits() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut fence = CommitFence::new(dir.path());
+        fence.wait_ms = 100;
+        let w1 = fence.enter_writer("c", &table()).unwrap();
+        let w2 = fence.enter_writer("c", &table()).unwrap();
+        // Writers in flight: the commit gives up after its wait.
+        assert!(fence.enter_commit("c", &table()).await.unwrap().is_none());
+        // Other tables and catalogs are independent.
+        assert!(fence.enter_commit("c2", &table()).await.unwrap().is_some());
+        drop(w1);
+        assert!(fence.enter_commit("c", &table()).await.unwrap().is_none());
+        drop(w2);
+        let commit = fence.enter_commit("c", &table()).await.unwrap().unwrap();
+        // A commit in progress holds a writer back until it ends.
+        let entered = Arc::new(AtomicBool::new(false));
+        let writer = {
+            let (fence, entered) = (fence.clone(), Arc::clone(&entered));
+            std::thread::spawn(move || {
+                let g = fence.enter_writer("c", &table()).unwrap();
+                entered.store(true, Ordering::SeqCst);
+                drop(g);
+            })
+        };
+        std::thread::sleep(Duration::from_millis(150));
+        assert!(!entered.load(Ordering::SeqCst));
+        drop(commit);
+        writer.join().unwrap();
+        assert!(entered.load(Ordering::SeqCst));
+    }
+
+    #[tokio::test]
+    async fn a_waiting_commit_closes_the_gate() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut fence = CommitFence::new(dir.path());
+        fence.wait_ms = 5_000;
+        let w1 = fence.enter_writer("c", &table()).unwrap();
+        let commit = {
+            let fence = fence.clone();
+            tokio::spawn(async move { fence.enter_commit("c", &table()).await })
+        };
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        // A writer arriving while the commit waits queues behind it.
+        let late_in = Arc::new(AtomicBool::new(false));
+        let late = {
+            let (fence, late_in) = (fence.clone(), Arc::clone(&late_in));
+            std::thread::spawn(move || {
+                let g = fence.enter_writer("c", &table()).unwrap();
+                late_in.store(true, Ordering::SeqCst);
+                g
+            })
+        };
+        std::thread::sleep(Duration::from_millis(100));
+        assert!(!late_in.load(Ordering::SeqCst));
+        drop(w1);
+        let guard = commit.await.unwrap().unwrap().expect("commit entered");
+        assert!(!late_in.load(Ordering::SeqCst));
+        drop(guard);
+        drop(late.join().unwrap());
+        assert!(late_in.load(Ordering::SeqCst));
+    }
+
+    #[test]
+    fn empty_dir_is_refused() {
+        let e = CommitFence::default()
+            .enter_writer("c", &table())
+            .unwrap_err();
+        assert!(e.to_string().contains("commit_fence.dir"), "{e}");
+    }
+}
