@@ -107,6 +107,7 @@ class Run:
     def __init__(self, out: Path) -> None:
         self.out = out
         self.cfg = json.loads((out / "config.json").read_text())
+        self.fence_wait_s = 0.0
         self.catalog_db = out / "catalog.db"
         self.warehouse = out / "warehouse"
         self.logs = out / "logs"
@@ -169,7 +170,9 @@ def writer_turn(run: Run) -> Iterator[int]:
     with open(run.lock_file, "a+") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         try:
+            t0 = time.monotonic()
             with fence.writer(CATALOG, IDENT) if fence else contextlib.nullcontext():
+                run.fence_wait_s = round(time.monotonic() - t0, 3)
                 n = int(run.counter_file.read_text() or 0) + 1 if run.counter_file.exists() else 1
                 run.counter_file.write_text(str(n))
                 yield n
@@ -490,7 +493,7 @@ def spark_writer(run: Run) -> None:
                     spark.sql(f"DELETE FROM {SPARK_IDENT} WHERE id IN ({', '.join(map(str, del_keys))})").collect()
                     change = {"delete": del_keys}
                     detail = {"days": sorted({k // DAY_IDS for k in del_keys})}
-                log.write(order=order, status="ok", op=kind, base_snapshot_id=base, seconds=round(time.monotonic() - t0, 2), change=change, **detail)
+                log.write(order=order, status="ok", op=kind, base_snapshot_id=base, seconds=round(time.monotonic() - t0, 2), fence_wait_s=run.fence_wait_s, change=change, **detail)
             except Exception as e:  # noqa: BLE001 - every failure is logged and classified
                 text = error_text(e)
                 log.write(
@@ -557,6 +560,7 @@ def pyiceberg_writer(run: Run) -> None:
                 log.write(
                     order=order,
                     status="ok",
+                    fence_wait_s=run.fence_wait_s,
                     op=kind,
                     base_snapshot_id=base,
                     seconds=round(time.monotonic() - t0, 2),
@@ -880,6 +884,8 @@ def summarize(run: Run) -> dict:
                 {"op": r["op"], "error_class": r["error_class"], "error": r["error"][:400], "cause": r["classification"]["cause"]} for r in failed[:4]
             ],
             "seconds_p50": sorted(r["seconds"] for r in recs)[len(recs) // 2] if recs else None,
+            # Waiting at the commit fence for a commit of Cryo's (--fence), before the operation.
+            "fence_wait_s_p50_max": [sorted(waits)[len(waits) // 2], max(waits)] if (waits := [r.get("fence_wait_s", 0) for r in ok]) else None,
         }
     every = [r for r in read_jsonl(run.logs / "maintainer.jsonl") if "job" in r]
     m = [r for r in every if not r["job"].startswith("final:")]
@@ -977,7 +983,7 @@ def print_report(r: dict) -> None:
     c = r["config"]
     print(f"== live-CDC soak: {c['minutes']} min, maintainer {c['maintainer']}, quiet {c['quiet_seconds']} s, fence {c.get('fence', False)}, cadence {c['cadence']} s / {c['maint_cadence']} s")
     for name, w in r["writers"].items():
-        print(f"  {name}: {w['succeeded']}/{w['attempts']} commits ok, failed {w['failed']} {w['failed_by_cause']} {w['failed_by_kind']}")
+        print(f"  {name}: {w['succeeded']}/{w['attempts']} commits ok, failed {w['failed']} {w['failed_by_cause']} {w['failed_by_kind']}, op p50 {w['seconds_p50']} s, fence wait p50/max {w.get('fence_wait_s_p50_max')}")
     print(f"  maintainer jobs: {r['maintainer_totals']}")
     for name, j in r["maintainer_jobs"].items():
         print(f"    {name}: {j}")
