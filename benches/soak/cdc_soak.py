@@ -22,8 +22,8 @@ Processes (each this file with a role, each logging JSON lines under ``<out>/log
   filter (``id IN (...)``: copy-on-write replacement of known rows).
 - ``maintainer``: ``cryo``: ``Catalog.compact`` (bin-pack, deletes applied; ``--quiet-seconds`` is
   cryo-core's ``quiet_period_ms``; with ``--fence``, the writers hold a ``cryo.CommitFence`` for
-  each whole operation and Cryo's compaction and delete rewrites commit under it, so no writer
-  operation spans a Cryo commit), ``rewrite_position_deletes``, ``rewrite_manifests`` and
+  each whole operation and every Cryo commit is made under it, so no writer operation spans
+  a Cryo commit), ``rewrite_position_deletes``, ``rewrite_manifests`` and
   ``expire_snapshots`` (older than ``--retention-seconds``, far longer than any writer operation, so
   no writer's base snapshot is ever expired) every ``--maint-cadence`` seconds; ``spark``:
   ``CALL system.rewrite_data_files`` (``delete-file-threshold`` 1, as Cryo), ``rewrite_position_delete_files``,
@@ -670,8 +670,8 @@ def cryo_maintainer(run: Run) -> None:
             "rewrite_position_deletes",
             lambda: cat.rewrite_position_deletes(IDENT, dry_run=False, quiet_period_ms=quiet_ms, commit_fence=fence),
         )
-        job("rewrite_manifests", lambda: cat.rewrite_manifests(IDENT, dry_run=False))
-        job("expire", lambda: cat.expire_snapshots(IDENT, older_than=retention, retain_last=1, dry_run=False))
+        job("rewrite_manifests", lambda: cat.rewrite_manifests(IDENT, dry_run=False, commit_fence=fence))
+        job("expire", lambda: cat.expire_snapshots(IDENT, older_than=retention, retain_last=1, dry_run=False, commit_fence=fence))
     if wait_final(run):
         # The writers have stopped: the partitions the quiet period left alone are maintained now.
         job("final:compact", lambda: cat.compact(IDENT, dry_run=False))

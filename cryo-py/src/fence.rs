@@ -12,7 +12,8 @@ use crate::errors::check;
 use crate::runtime::blocking;
 
 /// A commit fence shared by writers and Cryo: pass it as ``commit_fence=`` to ``compact``,
-/// ``rewrite_position_deletes``, ``run`` and ``run_fleet``, and wrap every writer operation
+/// ``rewrite_position_deletes``, ``rewrite_manifests``, ``expire_snapshots``, ``run`` and
+/// ``run_fleet``, and wrap every writer operation
 /// (read to commit) in ``with fence.writer(catalog_name, table):``. Cryo's commits and those
 /// operations never overlap, so a merge-on-read writer never fails on files a compaction just
 /// replaced. Local: OS file locks under ``dir``, for processes on one host.

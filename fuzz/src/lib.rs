@@ -1,6 +1,7 @@
 //! `cargo fuzz` targets for Cryo: `metadata.json`, manifest lists and manifests as the scan
-//! reads them, and the grader and planner. The bodies live in [`targets`] (shared with
-//! cryo-core's `fuzz_corpus` test, which replays the committed corpora on stable).
+//! and expiry's fast readers read them, and the grader and planner. The bodies live in
+//! [`targets`] (shared with cryo-core's `fuzz_corpus` test, which replays the committed corpora
+//! on stable).
 
 use std::path::Path;
 

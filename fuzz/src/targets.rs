@@ -10,6 +10,7 @@
 //! manifest_list   host + bytes ─▶ the host's current manifest list ─▶ …same pipeline
 //! manifest        host + bytes ─▶ the first manifest of the host's list ─▶ …same pipeline
 //! grade_plan      arbitrary table figures + options ─▶ TableScan ─▶ grade ─▶ plan_table / plan_fleet
+//! expire_readers  bytes ─▶ expiry's fast manifest-list and manifest readers ═ upstream's readers
 //!                                    every successful scan above also goes ─┘
 //! ```
 //!
@@ -155,6 +156,15 @@ pub fn manifest_list(lake: &Lake, data: &[u8]) {
     };
     lake.put(INPUT_LIST, list);
     scan_pipeline(lake, &metadata);
+}
+
+/// `expire_readers`: the bytes are a manifest list or a manifest as expiry reads them: its fast
+/// Avro readers must never panic and, where upstream's reader reads the same bytes, must read the
+/// same entries (expiry deletes what it believes no snapshot references).
+pub fn expire_readers(data: &[u8]) {
+    static HOOK: OnceLock<()> = OnceLock::new();
+    HOOK.get_or_init(quiet_upstream_avro_panics);
+    cryo_core::maintain::expire::check_fast_readers(data);
 }
 
 /// `manifest`: byte 0 picks a host table; the rest is the first manifest of its current list.

@@ -6,8 +6,8 @@ Spark (MERGE INTO and DELETE, merge-on-read) and PyIceberg (append, overwrite wi
 one ``day(ts)``-partitioned v2 table every 3 s, taking turns; Cryo, through the Python package,
 compacts (deletes applied), rewrites position deletes, rewrites manifests and expires snapshots every
 2 s, with a 20 s quiet period (``quiet_period_ms``: partitions a commit changed within it are left
-alone) and a commit fence (``cryo.CommitFence``: the writers hold it for each whole operation, Cryo's
-compactions and delete rewrites commit under it). Simulated days last 30 s, so partitions cool down
+alone) and a commit fence (``cryo.CommitFence``: the writers hold it for each whole operation, and every
+Cryo commit is made under it). Simulated days last 30 s, so partitions cool down
 during the run, and 10% of the writers' operations also change two rows of an older day. Asserted:
 
 - every Cryo job ends committed, with nothing to do, or cleanly aborted by validation with its

@@ -108,6 +108,7 @@ impl NewTable {
 
     /// The metadata of the new table at `location`.
     fn build_metadata(self, table: &str, location: String) -> Result<TableMetadata> {
+        check_new_location(table, &location)?;
         let now = self.clock.now_ms();
         let built = TableMetadataBuilder::new(
             self.schema,
@@ -137,6 +138,25 @@ fn stamp_last_updated(table: &str, metadata: &TableMetadata, now_ms: i64) -> Res
         obj.insert("last-updated-ms".into(), serde_json::Value::from(now_ms));
     }
     serde_json::from_value(json).map_err(internal)
+}
+
+/// A new table's location must not climb out of where it is spelled: no `.` or `..` segment
+/// (also percent-encoded), which a local store would resolve into another directory and an
+/// object store would keep as a literal key no other engine spells the same way.
+pub(crate) fn check_new_location(table: &str, location: &str) -> Result<()> {
+    let path = location
+        .split_once("://")
+        .map_or(location, |(_, rest)| rest);
+    let dotted = path.split('/').any(|seg| {
+        let decoded = seg.replace("%2E", ".").replace("%2e", ".");
+        decoded == "." || decoded == ".."
+    });
+    if dotted {
+        return Err(Error::validation(format!(
+            "{table}: location {location} has a `.` or `..` segment"
+        )));
+    }
+    Ok(())
 }
 
 /// Create a table in a SQL catalog: write `00000-<uuid>.metadata.json`, then insert the row.

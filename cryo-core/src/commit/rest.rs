@@ -474,6 +474,9 @@ impl RestCommitter {
     /// Create a table (`POST …/namespaces/{ns}/tables`); the server picks the location unless
     /// the table gives one and writes the first `metadata.json`.
     pub(crate) async fn create_table(&self, id: &TableId, table: NewTable) -> Result<()> {
+        if let Some(l) = &table.location {
+            super::create::check_new_location(&id.to_string(), l)?;
+        }
         let url = self.namespace_url(id, &["tables"]).await?;
         let mut properties = table.properties;
         // The REST spec has no format-version field: servers take it from this property.

@@ -437,14 +437,16 @@ pub async fn plan_compaction_at(
 /// Every column the strategy names must exist in the current schema.
 fn check_strategy_columns(table: &LoadedTable, strategy: &RewriteStrategy) -> Result<()> {
     let schema = table.metadata.current_schema();
-    let columns: Vec<&String> = match strategy {
+    let names: Vec<String> = match strategy {
         RewriteStrategy::BinPack => return Ok(()),
-        RewriteStrategy::Sort { columns } | RewriteStrategy::ZOrder { columns } => {
-            columns.iter().collect()
-        }
+        RewriteStrategy::Sort { columns } => columns
+            .iter()
+            .map(|c| super::sort::sort_column(schema, c).map(|c| c.name))
+            .collect::<Result<_>>()?,
+        // Z-order takes plain names, exactly as given.
+        RewriteStrategy::ZOrder { columns } => columns.clone(),
     };
-    for c in columns {
-        let name = super::sort::parse_sort_column(c)?.name;
+    for name in names {
         let field = schema.field_by_name(&name).ok_or_else(|| {
             Error::validation(format!("{}: no column `{name}` to order by", table.id))
         })?;

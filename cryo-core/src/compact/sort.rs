@@ -55,6 +55,25 @@ pub(crate) fn parse_sort_column(text: &str) -> Result<SortColumn> {
     })
 }
 
+/// A sort strategy's column: a column's exact name wins over reading the text as
+/// `col [ASC|DESC] [NULLS …]`, so that a name with spaces (or padding) addresses that column,
+/// never a trimmed look-alike.
+pub(crate) fn sort_column(schema: &iceberg::spec::Schema, text: &str) -> Result<SortColumn> {
+    if schema.field_by_name(text).is_some() {
+        return Ok(SortColumn {
+            name: text.to_string(),
+            descending: false,
+            nulls_first: true,
+        });
+    }
+    if text.trim() != text {
+        return Err(Error::validation(format!(
+            "sort column `{text}` names no column (Cryo does not trim names)"
+        )));
+    }
+    parse_sort_column(text)
+}
+
 struct SortKey {
     column: usize,
     transform: Option<Arc<BoxedTransformFunction>>,
@@ -129,7 +148,7 @@ impl Ordering {
             RewriteStrategy::Sort { columns } => {
                 let mut keys = Vec::new();
                 for c in columns {
-                    let c = parse_sort_column(c)?;
+                    let c = sort_column(schema, c)?;
                     keys.push(SortKey {
                         column: index_of(&c.name)?,
                         transform: None,
@@ -142,7 +161,7 @@ impl Ordering {
             RewriteStrategy::ZOrder { columns } => {
                 let idx = columns
                     .iter()
-                    .map(|c| index_of(c.trim()))
+                    .map(|c| index_of(c))
                     .collect::<Result<Vec<_>>>()?;
                 (Vec::new(), Some(idx), None)
             }

@@ -24,10 +24,15 @@ use std::fs::{File, OpenOptions};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use iceberg::spec::TableMetadata;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use crate::catalog::TableId;
+use crate::catalog::{LoadedTable, TableId};
+use crate::commit::{CatalogCommitter, TableChanges};
 use crate::error::{Error, Result};
 
 /// Poll interval of Cryo's bounded wait.
@@ -157,6 +162,49 @@ pub(crate) async fn enter_fence(
                 fence.wait_ms / 1000
             ),
         }),
+    }
+}
+
+/// A committer whose every commit runs under a commit fence (the metadata rewrite and expiry
+/// commit through it; compaction fences its batches itself).
+#[derive(Debug)]
+pub(crate) struct FencedCommitter {
+    inner: Arc<dyn CatalogCommitter>,
+    fence: CommitFence,
+    catalog: String,
+}
+
+/// `committer`, with every commit under `fence` when there is one.
+pub(crate) fn fenced(
+    committer: Arc<dyn CatalogCommitter>,
+    fence: Option<&CommitFence>,
+    catalog: &str,
+) -> Arc<dyn CatalogCommitter> {
+    match fence {
+        None => committer,
+        Some(f) => Arc::new(FencedCommitter {
+            inner: committer,
+            fence: f.clone(),
+            catalog: catalog.to_string(),
+        }),
+    }
+}
+
+#[async_trait]
+impl CatalogCommitter for FencedCommitter {
+    async fn load_head(&self, base: &LoadedTable) -> Result<LoadedTable> {
+        self.inner.load_head(base).await
+    }
+
+    async fn publish(&self, head: &LoadedTable, metadata: &TableMetadata) -> Result<String> {
+        self.inner.publish(head, metadata).await
+    }
+
+    async fn commit(&self, base: &LoadedTable, changes: TableChanges) -> Result<LoadedTable> {
+        // The commit's requirements are checked against the head inside the fence: a writer
+        // operation that ended before it is seen, none can be in flight.
+        let _guard = enter_fence(&self.fence, &self.catalog, &base.id).await?;
+        self.inner.commit(base, changes).await
     }
 }
 

@@ -571,6 +571,17 @@ fn storage_error(secrets: &Secrets, location: &str, op: &str, e: object_store::E
             Box::new(ScrubbedError(secrets.scrub(&text)))
         }
     };
+    // A symbolic-link loop under a local directory (the listing follows links) stays a loop
+    // however often it is retried.
+    let looped = source.to_string().contains("File system loop found");
+    let (message, retryable) = if looped {
+        (
+            format!("{op}: a symbolic link loops back to one of its parent directories"),
+            false,
+        )
+    } else {
+        (message, retryable)
+    };
     Error::Storage {
         path: location.to_string(),
         message,

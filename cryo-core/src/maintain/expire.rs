@@ -99,6 +99,9 @@ pub struct ExpireOptions {
     pub max_concurrent_deletes: usize,
     /// Commit retries; `None`: the table's `commit.retry.*` properties, else Java's defaults.
     pub retry: Option<RetryPolicy>,
+    /// Commit under this commit fence, so that no cooperating writer's operation overlaps the
+    /// commit (see [`crate::govern::CommitFence`]); `None`: commit without it.
+    pub commit_fence: Option<crate::govern::CommitFence>,
 }
 
 impl Default for ExpireOptions {
@@ -112,6 +115,7 @@ impl Default for ExpireOptions {
             max_concurrent_reads: 16,
             max_concurrent_deletes: 16,
             retry: None,
+            commit_fence: None,
         }
     }
 }
@@ -724,7 +728,11 @@ impl<'a> ExpireSnapshots<'a> {
         let committer = if self.options.dry_run {
             None
         } else {
-            Some(self.catalog.committer()?)
+            Some(crate::govern::fenced(
+                self.catalog.committer()?,
+                self.options.commit_fence.as_ref(),
+                self.catalog.name(),
+            ))
         };
         self.run(committer).await
     }
@@ -1302,19 +1310,19 @@ fn parse_list_fast(bytes: &[u8]) -> std::result::Result<ListRead, String> {
         let (mut path, mut length, mut content, mut added, mut existing) =
             (None, None, 0, None, None);
         cur.record(fields, |f, cur| {
-            if avro::is(f, 500, &["manifest_path"]) {
+            if avro::is(f, 500, &["manifest_path"])? {
                 path = Some(cur.leaf(&f.schema)?.str()?);
-            } else if avro::is(f, 501, &["manifest_length"]) {
+            } else if avro::is(f, 501, &["manifest_length"])? {
                 length = cur.leaf(&f.schema)?.long();
-            } else if avro::is(f, 517, &["content"]) {
+            } else if avro::is(f, 517, &["content"])? {
                 content = cur.leaf(&f.schema)?.long().unwrap_or(0);
-            } else if avro::is(f, 504, &["added_files_count", "added_data_files_count"]) {
+            } else if avro::is(f, 504, &["added_files_count", "added_data_files_count"])? {
                 added = cur.leaf(&f.schema)?.long();
             } else if avro::is(
                 f,
                 505,
                 &["existing_files_count", "existing_data_files_count"],
-            ) {
+            )? {
                 existing = cur.leaf(&f.schema)?.long();
             } else {
                 return Ok(false);
@@ -1322,13 +1330,14 @@ fn parse_list_fast(bytes: &[u8]) -> std::result::Result<ListRead, String> {
             Ok(true)
         })?;
         let path = path.ok_or("a manifest list entry without manifest_path")?;
+        let length = length.ok_or("a manifest list entry without manifest_length")?;
         let start = arena.len();
         arena.push_str(path);
         manifests.push(ListedManifest {
             hash: fnv1a(path.as_bytes()),
             start,
             end: arena.len(),
-            length: length.unwrap_or(0).max(0) as u64,
+            length: length.max(0) as u64,
             may_have_live: !matches!((added, existing), (Some(0), Some(0))),
             deletes: content == 1,
         });
@@ -1371,6 +1380,74 @@ fn parse_list_upstream(
         arena,
         manifests,
     })
+}
+
+/// The expiry's fast Avro readers against upstream's, for the fuzz target `expire_readers`
+/// (not API). Reads `bytes` as a manifest list and as a manifest. Panics when a fast reader
+/// accepts the bytes and reads something else than upstream's reader (a list under the format
+/// version its header declares, as expiry passes the table's): expiry would then keep or delete
+/// the wrong files.
+#[doc(hidden)]
+pub fn check_fast_readers(bytes: &[u8]) {
+    use iceberg::spec::FormatVersion;
+    // The header's `format-version` entry: the key, then the value as Avro bytes (a zigzag
+    // length, here one byte, and the digit).
+    let declared = bytes
+        .windows(16)
+        .position(|w| &w[..14] == b"format-version")
+        .and_then(|i| bytes.get(i + 14..i + 16))
+        .and_then(|v| match v {
+            [2, b'1'] => Some(FormatVersion::V1),
+            [2, b'2'] => Some(FormatVersion::V2),
+            [2, b'3'] => Some(FormatVersion::V3),
+            _ => None,
+        });
+    let view = |r: &ListRead| -> Vec<(String, u64, bool, bool)> {
+        r.manifests
+            .iter()
+            .map(|m| {
+                let p = r.arena.get(m.start..m.end).unwrap_or_default();
+                assert_eq!(m.hash, fnv1a(p.as_bytes()), "hash of {p}");
+                (p.to_string(), m.length, m.may_have_live, m.deletes)
+            })
+            .collect()
+    };
+    if let (Ok(fast), Some(version)) = (parse_list_fast(bytes), declared)
+        && let Ok(upstream) = parse_list_upstream("fuzz", "fuzz", bytes, version)
+    {
+        // A v1 list has no `content` (v1 tables have no delete files): upstream's v1 reader
+        // drops it, so only v2 on compares it.
+        let strip = |mut v: Vec<(String, u64, bool, bool)>| {
+            if version == FormatVersion::V1 {
+                v.iter_mut().for_each(|m| m.3 = false);
+            }
+            v
+        };
+        assert_eq!(
+            strip(view(&fast)),
+            strip(view(&upstream)),
+            "manifest list ({version:?}): fast reader vs upstream"
+        );
+    }
+    let mut fast = Vec::new();
+    let mut push = |p: &str, k: ExpiredFileKind, b: u64| fast.push((p.to_string(), k, b));
+    if live_fast(bytes, &mut push).is_ok()
+        && let Ok(m) = crate::catalog::metadata::parse_manifest(bytes)
+    {
+        let upstream: Vec<_> = m
+            .entries()
+            .iter()
+            .filter(|e| e.is_alive())
+            .map(|e| {
+                (
+                    e.file_path().to_string(),
+                    ExpiredFileKind::of_content(e.content_type()),
+                    e.file_size_in_bytes(),
+                )
+            })
+            .collect();
+        assert_eq!(fast, upstream, "manifest: fast reader vs upstream");
+    }
 }
 
 /// 64-bit FNV-1a: a fast hash for deduplicating paths (hits are confirmed by comparing bytes).
@@ -1452,22 +1529,22 @@ fn live_fast(
     let mut live: Vec<(&str, i64, i64)> = Vec::new();
     container.for_each(|cur, fields| {
         let mut status = None;
-        let (mut file, mut content, mut size) = (None, 0, 0);
+        let (mut file, mut content, mut size) = (None, 0, None);
         cur.record(fields, |f, cur| {
-            if avro::is(f, 0, &["status"]) {
+            if avro::is(f, 0, &["status"])? {
                 status = cur.leaf(&f.schema)?.long();
                 Ok(true)
-            } else if avro::is(f, 2, &["data_file"]) {
+            } else if avro::is(f, 2, &["data_file"])? {
                 let avro::Schema::Record(inner) = &f.schema else {
                     return Err("data_file is not a record".to_string());
                 };
                 cur.record(inner, |g, cur| {
-                    if avro::is(g, 100, &["file_path"]) {
+                    if avro::is(g, 100, &["file_path"])? {
                         file = Some(cur.leaf(&g.schema)?.str()?);
-                    } else if avro::is(g, 134, &["content"]) {
+                    } else if avro::is(g, 134, &["content"])? {
                         content = cur.leaf(&g.schema)?.long().unwrap_or(0);
-                    } else if avro::is(g, 104, &["file_size_in_bytes"]) {
-                        size = cur.leaf(&g.schema)?.long().unwrap_or(0);
+                    } else if avro::is(g, 104, &["file_size_in_bytes"])? {
+                        size = cur.leaf(&g.schema)?.long();
                     } else {
                         return Ok(false);
                     }
@@ -1480,6 +1557,7 @@ fn live_fast(
         })?;
         let status = status.ok_or("a manifest entry without status")?;
         let file = file.ok_or("a manifest entry without file_path")?;
+        let size = size.ok_or("a manifest entry without file_size_in_bytes")?;
         if !(0..=2).contains(&status) || !(0..=2).contains(&content) {
             return Err(format!("unknown status {status} or content {content}"));
         }
@@ -2448,6 +2526,19 @@ mod avro {
                                 )?,
                             });
                         }
+                        // Fields are found by id and name: a record that repeats either is
+                        // corrupt, and which field is meant cannot be known.
+                        let mut ids = std::collections::HashSet::new();
+                        let mut seen = std::collections::HashSet::new();
+                        for f in &out {
+                            if f.id.is_some_and(|i| !ids.insert(i)) || !seen.insert(f.name.as_str())
+                            {
+                                return Err(format!(
+                                    "a record repeats the field `{}` or its id",
+                                    f.name
+                                ));
+                            }
+                        }
                         Ok(register(Schema::Record(Arc::new(out)), names))
                     }
                     Some("enum") => Ok(register(Schema::Enum, names)),
@@ -2742,10 +2833,17 @@ mod avro {
 
     /// Whether `f` is the field with Iceberg field id `id` (or, for writers that leave ids out,
     /// one of `names`).
-    pub(super) fn is(f: &Field, id: i64, names: &[&str]) -> bool {
+    /// Whether `f` is the field with this id and one of these names. A field that has the id
+    /// but another name, or the name but another id, is an error: upstream's reader goes by
+    /// name, Java's by id, and the caller falls back to upstream's rather than guess.
+    pub(super) fn is(f: &Field, id: i64, names: &[&str]) -> R<bool> {
+        let by_name = names.contains(&f.name.as_str());
         match f.id {
-            Some(i) => i == id,
-            None => names.contains(&f.name.as_str()),
+            Some(i) if (i == id) != by_name => Err(format!(
+                "field `{}` has id {i}: its name and id disagree",
+                f.name
+            )),
+            _ => Ok(by_name),
         }
     }
 }

@@ -87,6 +87,9 @@ pub struct RewriteManifestsOptions {
     pub rewrite_delete_manifests: bool,
     /// Commit retries; `None`: the table's `commit.retry.*` properties, else Java's defaults.
     pub retry: Option<RetryPolicy>,
+    /// Commit under this commit fence, so that no cooperating writer's operation overlaps the
+    /// commit (see [`crate::govern::CommitFence`]); `None`: commit without it.
+    pub commit_fence: Option<crate::govern::CommitFence>,
 }
 
 impl Default for RewriteManifestsOptions {
@@ -98,6 +101,7 @@ impl Default for RewriteManifestsOptions {
             rewrite_data_manifests: true,
             rewrite_delete_manifests: true,
             retry: None,
+            commit_fence: None,
         }
     }
 }
@@ -820,7 +824,11 @@ impl PreparedManifestRewrite<'_> {
             outcome.duration_ms = started.elapsed().as_millis() as u64;
             return Ok(outcome);
         }
-        let committer = catalog.committer()?;
+        let committer = crate::govern::fenced(
+            catalog.committer()?,
+            options.commit_fence.as_ref(),
+            catalog.name(),
+        );
         let policy = match &options.retry {
             Some(p) => p.clone(),
             None => RetryPolicy::for_table(base.metadata.properties())

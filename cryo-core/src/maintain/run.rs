@@ -62,8 +62,8 @@ pub struct MaintenanceOptions {
     /// than this many milliseconds ago (where merge-on-read writers are working; see
     /// [`CompactOptions::quiet_period_ms`]); `None`: maintain hot partitions too.
     pub quiet_period_ms: Option<u64>,
-    /// Commit fence shared with cooperating writers, taken around every commit of compaction
-    /// and position-delete rewrites (see [`CommitFence`]); `None`: commit without it.
+    /// Commit fence shared with cooperating writers, taken around every commit the run makes
+    /// (see [`CommitFence`]); `None`: commit without it.
     pub commit_fence: Option<CommitFence>,
 }
 
@@ -589,6 +589,7 @@ impl<'a> MaintenanceRun<'a> {
             .with_options(RewriteManifestsOptions {
                 dry_run,
                 target_size_bytes: Some(target_manifest_size_bytes),
+                commit_fence: self.options.commit_fence.clone(),
                 ..RewriteManifestsOptions::default()
             })
             .with_clock(Arc::clone(&self.clock))
@@ -625,6 +626,7 @@ impl<'a> MaintenanceRun<'a> {
                 dry_run,
                 older_than_ms: Some(older_than_ms),
                 retain_last: Some(retain_last),
+                commit_fence: self.options.commit_fence.clone(),
                 ..ExpireOptions::default()
             })
             .with_clock(Arc::clone(&self.clock))

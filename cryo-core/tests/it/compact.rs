@@ -792,6 +792,43 @@ async fn sort_without_the_feature_plans_but_refuses_to_rewrite() {
         .await
         .unwrap_err();
     assert!(matches!(err, Error::Unsupported { .. }), "{err}");
+
+    // Names are taken exactly: a padded name is not the column it resembles.
+    for (strategy, bad) in [
+        (
+            RewriteStrategy::Sort {
+                columns: vec![" key".into()],
+            },
+            " key",
+        ),
+        (
+            RewriteStrategy::Sort {
+                columns: vec!["key DESC ".into()],
+            },
+            "key DESC ",
+        ),
+        (
+            RewriteStrategy::ZOrder {
+                columns: vec!["key ".into()],
+            },
+            "key ",
+        ),
+    ] {
+        let options = CompactOptions {
+            strategy,
+            ..CompactOptions::default()
+        };
+        let err = plan_compaction(&table, &options).await.unwrap_err();
+        assert!(matches!(err, Error::Validation { .. }), "{err}");
+        assert!(err.to_string().contains(&format!("`{bad}`")), "{err}");
+    }
+    let options = CompactOptions {
+        strategy: RewriteStrategy::Sort {
+            columns: vec!["key desc nulls last".into()],
+        },
+        ..CompactOptions::default()
+    };
+    assert!(plan_compaction(&table, &options).await.is_ok());
 }
 
 #[cfg(feature = "datafusion")]

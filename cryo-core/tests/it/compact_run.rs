@@ -338,6 +338,36 @@ async fn a_commit_fence_keeps_commits_out_of_writer_operations() {
     let unchanged = catalog.load_table(&id).await.unwrap();
     assert_eq!(unchanged.metadata_location, before.metadata_location);
     assert_eq!(data_files_in(&unchanged, DAY0).await.len(), files_before);
+    // Manifest rewrites and expiries commit under the fence as well.
+    let err = cryo_core::maintain::RewriteManifests::new(&catalog, id.clone())
+        .with_options(cryo_core::maintain::RewriteManifestsOptions {
+            commit_fence: Some(fence.clone()),
+            ..Default::default()
+        })
+        .execute()
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), "commit_conflict", "{err}");
+    assert!(err.to_string().contains("commit fence"), "{err}");
+    let err = cryo_core::maintain::ExpireSnapshots::new(&catalog, id.clone())
+        .with_options(cryo_core::maintain::ExpireOptions {
+            dry_run: false,
+            retain_last: Some(1),
+            older_than_ms: Some(
+                std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .unwrap()
+                    .as_millis() as i64,
+            ),
+            commit_fence: Some(fence.clone()),
+            ..Default::default()
+        })
+        .execute()
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), "commit_conflict", "{err}");
+    let unchanged = catalog.load_table(&id).await.unwrap();
+    assert_eq!(unchanged.metadata_location, before.metadata_location);
     drop(held);
 
     // A writer operation (read, then a merge-on-read delete of a file Cryo is replacing) that

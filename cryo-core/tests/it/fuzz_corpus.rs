@@ -70,3 +70,9 @@ fn grade_plan_corpus() {
     let n = replay("grade_plan", targets::grade_plan);
     assert!(n >= 10, "only {n} grade_plan seeds");
 }
+
+#[test]
+fn expire_readers_corpus() {
+    let n = replay("expire_readers", targets::expire_readers);
+    assert!(n >= 10, "only {n} expire_readers seeds");
+}

@@ -1025,3 +1025,37 @@ async fn v3_replace_keeps_row_lineage_and_drops_deletion_vectors() {
     );
     assert!(out.table.metadata.next_row_id() > h.metadata.next_row_id());
 }
+
+#[tokio::test]
+async fn create_table_refuses_dot_segments() {
+    let dir = tempfile::tempdir().unwrap();
+    let catalog = sql_catalog(dir.path()).await;
+    let wh = url::Url::from_directory_path(dir.path()).unwrap();
+    let id = TableId::parse("db.t").unwrap();
+    for location in [
+        format!("{wh}db/../escape"),
+        format!("{wh}db/%2E%2E/escape"),
+        format!("{wh}./t"),
+    ] {
+        let err = catalog
+            .create_table(&id, NewTable::new(schema()).with_location(location.clone()))
+            .await
+            .unwrap_err();
+        assert!(matches!(err, Error::Validation { .. }), "{location}: {err}");
+    }
+    // A name that is a dot segment would put the default location above the namespace.
+    let dots = TableId::new(Namespace::new(["db"]), "..");
+    let err = catalog
+        .create_table(&dots, NewTable::new(schema()))
+        .await
+        .unwrap_err();
+    assert!(matches!(err, Error::Validation { .. }), "{err}");
+    assert!(
+        catalog
+            .list_tables(&Namespace::new(["db"]))
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    assert!(!dir.path().join("escape").exists());
+}
