@@ -370,8 +370,13 @@ def _in_forked_child(work) -> str:
         code = 1
         try:
             os.close(r)
-            os.write(w, str(work()).encode())
-            code = 0
+            try:
+                os.write(w, str(work()).encode())
+                code = 0
+            except BaseException:  # noqa: BLE001 - reported to the parent through the pipe
+                import traceback
+
+                os.write(w, traceback.format_exc()[-3000:].encode())
         finally:
             os._exit(code)
     os.close(w)
@@ -385,9 +390,9 @@ def _in_forked_child(work) -> str:
         os.kill(pid, 9)
         os.waitpid(pid, 0)
         pytest.fail("the child hung after fork")
-    out = os.read(r, 100).decode()
+    out = os.read(r, 4000).decode()
     os.close(r)
-    assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
+    assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0, f"the child failed: {out}"
     return out
 
 
