@@ -2788,7 +2788,9 @@ mod avro {
                 break;
             }
             if count < 0 {
-                count = -count;
+                count = count
+                    .checked_neg()
+                    .ok_or("a header map block with an impossible count")?;
                 c.long()?;
             }
             for _ in 0..count {
