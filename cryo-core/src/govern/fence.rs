@@ -29,7 +29,6 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use iceberg::spec::TableMetadata;
 use serde::{Deserialize, Serialize};
-use sha2::{Digest, Sha256};
 
 use crate::catalog::{LoadedTable, TableId};
 use crate::commit::{CatalogCommitter, TableChanges};
@@ -82,12 +81,7 @@ impl CommitFence {
     }
 
     fn paths(&self, catalog: &str, table: &TableId) -> (PathBuf, PathBuf) {
-        let digest = Sha256::digest(format!("{catalog}\u{0}{table}").as_bytes());
-        let name: String = digest.iter().take(16).fold(String::new(), |mut s, b| {
-            use std::fmt::Write as _;
-            let _ = write!(s, "{b:02x}");
-            s
-        });
+        let name = super::lock::table_file_stem(catalog, table);
         (
             self.dir.join(format!("{name}.gate")),
             self.dir.join(format!("{name}.fence")),

@@ -82,14 +82,20 @@ impl LocalLocks {
     }
 
     fn path(&self, catalog: &str, table: &TableId) -> PathBuf {
-        let digest = Sha256::digest(format!("{catalog}\u{0}{table}").as_bytes());
-        let name: String = digest.iter().take(16).fold(String::new(), |mut s, b| {
-            use std::fmt::Write as _;
-            let _ = write!(s, "{b:02x}");
-            s
-        });
-        self.dir.join(format!("{name}.lock"))
+        self.dir
+            .join(format!("{}.lock", table_file_stem(catalog, table)))
     }
+}
+
+/// The file name (without extension) a table's lock files share: the first 16 bytes of
+/// sha256(`catalog` NUL `table`), in hex.
+pub(super) fn table_file_stem(catalog: &str, table: &TableId) -> String {
+    let digest = Sha256::digest(format!("{catalog}\u{0}{table}").as_bytes());
+    digest.iter().take(16).fold(String::new(), |mut s, b| {
+        use std::fmt::Write as _;
+        let _ = write!(s, "{b:02x}");
+        s
+    })
 }
 
 fn io_err(path: &std::path::Path, what: &str, e: std::io::Error) -> Error {
