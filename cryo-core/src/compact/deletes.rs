@@ -198,27 +198,46 @@ fn add_positions(
         .as_any()
         .downcast_ref::<Int64Array>()
         .ok_or_else(|| bad("pos is not a long column".into()))?;
+    // Position delete files are sorted by path (the spec requires it, writers do it), so rows
+    // come in runs of one path: look the path up once per run, not once per row.
+    let mut run: Option<(&str, Option<RoaringTreemap>)> = None;
     for i in 0..batch.num_rows() {
         if paths.is_null(i) || pos.is_null(i) {
             return Err(bad("null file_path or pos".into()));
         }
         let path = paths.value(i);
-        if !files.contains(path) {
-            continue;
+        if run.as_ref().is_none_or(|(p, _)| *p != path) {
+            flush_run(run.take(), out);
+            run = Some((path, files.contains(path).then(RoaringTreemap::new)));
         }
+        let Some((_, Some(set))) = run.as_mut() else {
+            continue;
+        };
         let p = pos.value(i);
         if p < 0 {
             return Err(bad(format!("negative position {p}")));
         }
-        if let Some(set) = out.get_mut(path) {
+        // Sorted positions append; others (an unsorted file) insert.
+        if set.try_push(p as u64).is_err() {
             set.insert(p as u64);
-        } else {
-            let mut set = RoaringTreemap::new();
-            set.insert(p as u64);
-            out.insert(path.to_string(), set);
         }
     }
+    flush_run(run, out);
     Ok(())
+}
+
+fn flush_run(
+    run: Option<(&str, Option<RoaringTreemap>)>,
+    out: &mut HashMap<String, RoaringTreemap>,
+) {
+    if let Some((path, Some(set))) = run {
+        match out.get_mut(path) {
+            Some(all) => *all |= set,
+            None => {
+                out.insert(path.to_string(), set);
+            }
+        }
+    }
 }
 
 fn string_column(a: &ArrayRef) -> Option<StringArray> {
@@ -420,5 +439,49 @@ mod tests {
         bad[last] ^= 0xff;
         assert!(decode_deletion_vector(&bad).is_err());
         assert!(decode_deletion_vector(&blob[..10]).is_err());
+    }
+
+    fn position_batch(rows: &[(&str, i64)]) -> RecordBatch {
+        use arrow_array::StringArray;
+        use arrow_schema::{DataType, Field, Schema};
+        RecordBatch::try_new(
+            Arc::new(Schema::new(vec![
+                Field::new("file_path", DataType::Utf8, false),
+                Field::new("pos", DataType::Int64, false),
+            ])),
+            vec![
+                Arc::new(StringArray::from_iter_values(rows.iter().map(|r| r.0))),
+                Arc::new(Int64Array::from_iter_values(rows.iter().map(|r| r.1))),
+            ],
+        )
+        .expect("batch")
+    }
+
+    #[test]
+    fn positions_gather_by_path_in_and_out_of_order() {
+        let bad = |m: String| Error::Internal(m);
+        let files: HashSet<&str> = ["a", "b"].into_iter().collect();
+        let mut out = HashMap::new();
+        // Runs of one path, a path that comes back, unsorted positions, a file of another
+        // group (its rows, even a negative position, are not this group's business).
+        let batch = position_batch(&[
+            ("a", 1),
+            ("a", 3),
+            ("b", 2),
+            ("x", -1),
+            ("a", 0),
+            ("a", 3),
+            ("b", 9),
+            ("b", 4),
+        ]);
+        add_positions(&batch, 0, 1, &files, &mut out, &bad).expect("positions");
+        add_positions(&position_batch(&[("b", 7)]), 0, 1, &files, &mut out, &bad)
+            .expect("positions");
+        let got = |p: &str| out[p].iter().collect::<Vec<u64>>();
+        assert_eq!(got("a"), vec![0, 1, 3]);
+        assert_eq!(got("b"), vec![2, 4, 7, 9]);
+        assert_eq!(out.len(), 2);
+        let negative = position_batch(&[("a", 5), ("a", -2)]);
+        assert!(add_positions(&negative, 0, 1, &files, &mut out, &bad).is_err());
     }
 }

@@ -97,6 +97,9 @@
 //!
 //! - readers: `concurrency` × (one input row group's column chunks + three batches of 8192
 //!   rows) — the input row group is the one term the table's existing files decide;
+//! - staging: rows are gathered into batches of up to 1/32 of the budget (at most 16 MiB)
+//!   before they are encoded, so that the Parquet writer encodes and compresses each column
+//!   through many pages in a row (with 8192-row batches zstd took ~30% longer on the same pages);
 //! - writers: half the budget; each open partition writer buffers at most one row group of
 //!   `write.parquet.row-group-size-bytes` (capped at a quarter of the budget), and when rows of
 //!   an older spec fan out into several partitions whose open files together pass the writers'

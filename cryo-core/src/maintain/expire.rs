@@ -1419,7 +1419,9 @@ pub fn check_fast_readers(bytes: &[u8]) {
         // drops it, so only v2 on compares it.
         let strip = |mut v: Vec<(String, u64, bool, bool)>| {
             if version == FormatVersion::V1 {
-                v.iter_mut().for_each(|m| m.3 = false);
+                for m in &mut v {
+                    m.3 = false;
+                }
             }
             v
         };

@@ -790,6 +790,7 @@ impl PreparedManifestRewrite<'_> {
     /// while every replaced manifest is still listed (or, for a dry run or an empty plan, only
     /// report). A replaced manifest gone from the head is an [`Error::CommitConflict`]; the
     /// manifests written for the attempt are deleted.
+    #[allow(clippy::too_many_lines)] // Reason: one retry loop with its cleanup paths.
     pub async fn commit(self) -> Result<RewriteManifestsOutcome> {
         let Self {
             catalog,
