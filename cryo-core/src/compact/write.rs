@@ -34,6 +34,9 @@ const FILE_FORMAT: &str = "write.format.default";
 const DEFAULT_ROW_GROUP_BYTES: u64 = 128 << 20;
 const DEFAULT_PAGE_BYTES: u64 = 1 << 20;
 const DEFAULT_ZSTD_LEVEL: i32 = 3;
+/// Rows whose partition values are computed to find that input of one partition of the default
+/// spec is what it says (the rest of the group's rows are not split again).
+const PARTITION_PROBE_ROWS: usize = 8192;
 /// Fixed buffers of one open Parquet writer, as budgeted (column and page buffers).
 const WRITER_FLOOR_BYTES: u64 = 4 << 20;
 
@@ -270,22 +273,32 @@ impl GroupWriter {
             (None, _) => vec![(None, batch)],
             (Some(_), Some(key)) => vec![(Some(key.clone()), batch)],
             (Some(s), None) => {
-                let parts: Vec<(Option<PartitionKey>, RecordBatch)> = s
-                    .split(&batch)
-                    .map_err(|e| {
-                        Error::Internal(format!("{}: partition rows: {e}", self.table.id))
-                    })?
-                    .into_iter()
-                    .map(|(k, b)| (Some(k), b))
-                    .collect();
+                let split = |b: &RecordBatch| -> Result<Vec<(Option<PartitionKey>, RecordBatch)>> {
+                    Ok(s.split(b)
+                        .map_err(|e| {
+                            Error::Internal(format!("{}: partition rows: {e}", self.table.id))
+                        })?
+                        .into_iter()
+                        .map(|(k, b)| (Some(k), b))
+                        .collect())
+                };
                 // Input of one partition of the default spec stays in that partition: computing
-                // partition values once is enough (it is most of the splitter's cost).
-                if self.same_spec
-                    && let [(Some(key), _)] = parts.as_slice()
-                {
-                    self.single = Some(key.clone());
+                // partition values for the first rows is enough (it is most of the splitter's
+                // cost, and staging batches are large).
+                let probe = batch.num_rows().min(PARTITION_PROBE_ROWS);
+                if self.same_spec {
+                    let first = split(&batch.slice(0, probe))?;
+                    if let [(Some(key), _)] = first.as_slice() {
+                        self.single = Some(key.clone());
+                        vec![(Some(key.clone()), batch)]
+                    } else if probe == batch.num_rows() {
+                        first
+                    } else {
+                        split(&batch)?
+                    }
+                } else {
+                    split(&batch)?
                 }
-                parts
             }
         };
         for (key, part) in parts {
