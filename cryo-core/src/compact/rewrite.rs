@@ -164,7 +164,7 @@ pub async fn rewrite_group(
         match ordering {
             None => {
                 let mut rx = rx;
-                let mut staging = Staging::new(budget);
+                let mut staging = Staging::new(budget, plan.sizes.target);
                 while let Some(batch) = rx.recv().await {
                     staging.push(batch?)?;
                     rows_written += staging.drain_into(&mut writer).await?;
@@ -173,7 +173,8 @@ pub async fn rewrite_group(
                 rows_written += staging.drain_into(&mut writer).await?;
             }
             Some(order) => {
-                let (w, s) = write_sorted(&mut writer, order, rx, budget / 2).await?;
+                let (w, s) =
+                    write_sorted(&mut writer, order, rx, budget, plan.sizes.target).await?;
                 rows_written = w;
                 spilled = s;
             }
@@ -232,16 +233,18 @@ async fn write_sorted(
     writer: &mut GroupWriter,
     order: Ordering,
     rx: tokio::sync::mpsc::Receiver<Result<arrow_array::RecordBatch>>,
-    sort_budget: u64,
+    budget: u64,
+    target_file_size: u64,
 ) -> Result<(u64, u64)> {
     use futures::StreamExt;
+    let sort_budget = budget / 2;
     let (mut sorted, stats) = super::sort::sort_stream(
         std::sync::Arc::new(order),
         rx,
         sort_budget as usize,
         READ_BATCH_ROWS,
     )?;
-    let mut staging = Staging::new(sort_budget * 2);
+    let mut staging = Staging::new(budget, target_file_size);
     let mut rows = 0u64;
     while let Some(batch) = sorted.next().await {
         staging.push(batch?)?;
@@ -258,7 +261,8 @@ async fn write_sorted(
     _writer: &mut GroupWriter,
     _order: Ordering,
     _rx: tokio::sync::mpsc::Receiver<Result<arrow_array::RecordBatch>>,
-    _sort_budget: u64,
+    _budget: u64,
+    _target_file_size: u64,
 ) -> Result<(u64, u64)> {
     let _ = READ_BATCH_ROWS;
     Err(Error::unsupported(
@@ -282,13 +286,21 @@ const STAGING_ROWS_MAX: usize = 1 << 20;
 struct Staging {
     coalescer: Option<BatchCoalescer>,
     max_bytes: u64,
+    /// Rows per staging batch (set with the first batch).
+    rows: usize,
 }
 
 impl Staging {
-    fn new(budget: u64) -> Self {
+    /// Staging batches of at most 1/32 of `budget` and a quarter of the target file size (files
+    /// roll over between batches, so a batch is what a file can overshoot its target by), and
+    /// never fewer rows than a read batch.
+    fn new(budget: u64, target_file_size: u64) -> Self {
         Self {
             coalescer: None,
-            max_bytes: (budget / 32).clamp(1 << 20, STAGING_BYTES_MAX),
+            max_bytes: (budget / 32)
+                .min(target_file_size / 4)
+                .min(STAGING_BYTES_MAX),
+            rows: 0,
         }
     }
 
@@ -302,6 +314,7 @@ impl Staging {
             let rows = usize::try_from(self.max_bytes / row_bytes)
                 .unwrap_or(STAGING_ROWS_MAX)
                 .clamp(READ_BATCH_ROWS, STAGING_ROWS_MAX);
+            self.rows = rows;
             self.coalescer = Some(BatchCoalescer::new(batch.schema(), rows));
         }
         let Some(coalescer) = self.coalescer.as_mut() else {
@@ -405,7 +418,7 @@ mod tests {
             Field::new("id", DataType::Int64, false),
             Field::new("s", DataType::Utf8, true),
         ]));
-        let mut staging = Staging::new(16 << 20);
+        let mut staging = Staging::new(512 << 20, 128 << 20);
         let mut next = 0i64;
         let mut out = Vec::new();
         for n in [0usize, 1000, 3, 7000, 9000, 0, 20_000, 500] {
@@ -456,8 +469,26 @@ mod tests {
             (0..next).filter(|i| i % 7 == 0).count() as i64
         );
         assert_eq!(s.value(8), "8");
-        // A tiny budget still gathers at least a read batch's worth of rows.
-        assert_eq!(Staging::new(1).max_bytes, 1 << 20);
-        assert_eq!(Staging::new(u64::MAX).max_bytes, STAGING_BYTES_MAX);
+        assert_eq!(
+            Staging::new(u64::MAX, u64::MAX).max_bytes,
+            STAGING_BYTES_MAX
+        );
+        // Small targets get small staging batches (a file overshoots by one batch at most),
+        // yet never fewer rows than a read batch.
+        assert_eq!(Staging::new(512 << 20, 1 << 20).max_bytes, 256 << 10);
+        let mut small = Staging::new(16 << 20, 0);
+        small
+            .push(
+                RecordBatch::try_new(
+                    Arc::clone(&schema),
+                    vec![
+                        Arc::new(Int64Array::from(vec![1])),
+                        Arc::new(StringArray::from(vec!["a"])),
+                    ],
+                )
+                .expect("batch"),
+            )
+            .expect("push");
+        assert_eq!(small.rows, READ_BATCH_ROWS);
     }
 }
