@@ -166,11 +166,9 @@ pub async fn rewrite_group(
                 let mut rx = rx;
                 let mut staging = Staging::new(budget, plan.sizes.target);
                 while let Some(batch) = rx.recv().await {
-                    staging.push(batch?)?;
-                    rows_written += staging.drain_into(&mut writer).await?;
+                    rows_written += staging.write(batch?, &mut writer).await?;
                 }
-                staging.finish()?;
-                rows_written += staging.drain_into(&mut writer).await?;
+                rows_written += staging.close(&mut writer).await?;
             }
             Some(order) => {
                 let (w, s) =
@@ -247,11 +245,9 @@ async fn write_sorted(
     let mut staging = Staging::new(budget, target_file_size);
     let mut rows = 0u64;
     while let Some(batch) = sorted.next().await {
-        staging.push(batch?)?;
-        rows += staging.drain_into(writer).await?;
+        rows += staging.write(batch?, writer).await?;
     }
-    staging.finish()?;
-    rows += staging.drain_into(writer).await?;
+    rows += staging.close(writer).await?;
     Ok((rows, stats.spills().1))
 }
 
@@ -286,8 +282,6 @@ const STAGING_ROWS_MAX: usize = 1 << 20;
 struct Staging {
     coalescer: Option<BatchCoalescer>,
     max_bytes: u64,
-    /// Rows per staging batch (set with the first batch).
-    rows: usize,
 }
 
 impl Staging {
@@ -300,27 +294,26 @@ impl Staging {
             max_bytes: (budget / 32)
                 .min(target_file_size / 4)
                 .min(STAGING_BYTES_MAX),
-            rows: 0,
         }
+    }
+
+    /// Rows per staging batch, from the width (in memory) of the first batch.
+    fn rows_for(max_bytes: u64, batch: &RecordBatch) -> usize {
+        let row_bytes = (batch.get_array_memory_size() / batch.num_rows().max(1)).max(1) as u64;
+        usize::try_from(max_bytes / row_bytes)
+            .unwrap_or(STAGING_ROWS_MAX)
+            .clamp(READ_BATCH_ROWS, STAGING_ROWS_MAX)
     }
 
     fn push(&mut self, batch: RecordBatch) -> Result<()> {
         if batch.num_rows() == 0 {
             return Ok(());
         }
-        if self.coalescer.is_none() {
-            // Rows per staging batch from the first batch's width (in memory).
-            let row_bytes = (batch.get_array_memory_size() / batch.num_rows()).max(1) as u64;
-            let rows = usize::try_from(self.max_bytes / row_bytes)
-                .unwrap_or(STAGING_ROWS_MAX)
-                .clamp(READ_BATCH_ROWS, STAGING_ROWS_MAX);
-            self.rows = rows;
-            self.coalescer = Some(BatchCoalescer::new(batch.schema(), rows));
-        }
-        let Some(coalescer) = self.coalescer.as_mut() else {
-            return Ok(());
-        };
-        coalescer
+        let max_bytes = self.max_bytes;
+        self.coalescer
+            .get_or_insert_with(|| {
+                BatchCoalescer::new(batch.schema(), Self::rows_for(max_bytes, &batch))
+            })
             .push_batch(batch)
             .map_err(|e| Error::Internal(format!("gather rows: {e}")))
     }
@@ -335,14 +328,28 @@ impl Staging {
         }
     }
 
-    /// Write every completed staging batch; the rows written.
-    async fn drain_into(&mut self, writer: &mut GroupWriter) -> Result<u64> {
-        let mut rows = 0u64;
-        while let Some(batch) = self
-            .coalescer
+    /// The next completed staging batch.
+    fn next(&mut self) -> Option<RecordBatch> {
+        self.coalescer
             .as_mut()
             .and_then(BatchCoalescer::next_completed_batch)
-        {
+    }
+
+    /// Take in `batch` and write every staging batch it completes; the rows written.
+    async fn write(&mut self, batch: RecordBatch, writer: &mut GroupWriter) -> Result<u64> {
+        self.push(batch)?;
+        self.drain_into(writer).await
+    }
+
+    /// The end of the input: write the rows still gathered; the rows written.
+    async fn close(&mut self, writer: &mut GroupWriter) -> Result<u64> {
+        self.finish()?;
+        self.drain_into(writer).await
+    }
+
+    async fn drain_into(&mut self, writer: &mut GroupWriter) -> Result<u64> {
+        let mut rows = 0u64;
+        while let Some(batch) = self.next() {
             rows += batch.num_rows() as u64;
             writer.write(batch).await?;
         }
@@ -434,22 +441,12 @@ mod tests {
             )
             .expect("batch");
             staging.push(batch).expect("push");
-            out.extend(std::iter::from_fn(|| {
-                staging
-                    .coalescer
-                    .as_mut()
-                    .and_then(BatchCoalescer::next_completed_batch)
-            }));
+            out.extend(std::iter::from_fn(|| staging.next()));
         }
         // Less than one staging batch so far: nothing is written until the end.
         assert!(out.is_empty());
         staging.finish().expect("finish");
-        out.extend(std::iter::from_fn(|| {
-            staging
-                .coalescer
-                .as_mut()
-                .and_then(BatchCoalescer::next_completed_batch)
-        }));
+        out.extend(std::iter::from_fn(|| staging.next()));
         assert_eq!(out.len(), 1);
         let b = &out[0];
         assert_eq!(b.num_rows() as i64, next);
@@ -476,19 +473,17 @@ mod tests {
         // Small targets get small staging batches (a file overshoots by one batch at most),
         // yet never fewer rows than a read batch.
         assert_eq!(Staging::new(512 << 20, 1 << 20).max_bytes, 256 << 10);
-        let mut small = Staging::new(16 << 20, 0);
-        small
-            .push(
-                RecordBatch::try_new(
-                    Arc::clone(&schema),
-                    vec![
-                        Arc::new(Int64Array::from(vec![1])),
-                        Arc::new(StringArray::from(vec!["a"])),
-                    ],
-                )
-                .expect("batch"),
-            )
-            .expect("push");
-        assert_eq!(small.rows, READ_BATCH_ROWS);
+        let one = RecordBatch::try_new(
+            Arc::clone(&schema),
+            vec![
+                Arc::new(Int64Array::from(vec![1])),
+                Arc::new(StringArray::from(vec!["a"])),
+            ],
+        )
+        .expect("batch");
+        assert_eq!(
+            Staging::rows_for(Staging::new(16 << 20, 0).max_bytes, &one),
+            READ_BATCH_ROWS
+        );
     }
 }

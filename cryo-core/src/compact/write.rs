@@ -285,8 +285,8 @@ impl GroupWriter {
                 // Input of one partition of the default spec stays in that partition: computing
                 // partition values for the first rows is enough (it is most of the splitter's
                 // cost, and staging batches are large).
-                let probe = batch.num_rows().min(PARTITION_PROBE_ROWS);
                 if self.same_spec {
+                    let probe = batch.num_rows().min(PARTITION_PROBE_ROWS);
                     let first = split(&batch.slice(0, probe))?;
                     if let [(Some(key), _)] = first.as_slice() {
                         self.single = Some(key.clone());
