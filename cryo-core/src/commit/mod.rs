@@ -71,8 +71,8 @@ pub(crate) use files::{read_manifest, read_manifest_list};
 pub(crate) use producer::manifest_size_model;
 pub use producer::{
     CommitOutcome, ENTRIES_PROCESSED, ExistingEntry, MANIFESTS_CREATED, MANIFESTS_KEPT,
-    MANIFESTS_REPLACED, NewManifest, SnapshotProducer, StagedSnapshot, certainly_not_committed,
-    existing_entries,
+    MANIFESTS_REPLACED, ManifestClusters, NewManifest, SnapshotProducer, StagedSnapshot,
+    certainly_not_committed, existing_entries,
 };
 pub use rest::RestCommitter;
 pub use retry::{CommitRetry, RetryPolicy};

@@ -38,9 +38,10 @@ use crate::error::{Error, Result};
 /// a `replace` given an explicit [data sequence number](Self::with_data_sequence_number).
 ///
 /// The base snapshot's manifests are carried over unchanged, except:
-/// - manifests listing a removed file: their other live files are rewritten as `EXISTING` (one
-///   new manifest per touched manifest, so partition pruning stays as it was), and the removed
-///   files of all of them are merged into one `DELETED`-only manifest per partition spec and
+/// - manifests listing a removed file: their other live files are rewritten as `EXISTING`,
+///   merged per content type and partition spec into manifests near
+///   `commit.manifest.target-size-bytes` (and per cluster, [`with_clusters`](Self::with_clusters)),
+///   and the removed files of all of them are merged into one `DELETED`-only manifest per partition spec and
 ///   content type (DESIGN §4.9: they must be recorded, for other engines' snapshot expiry, but
 ///   should not be spread over many manifests); every file keeps its original data and file
 ///   sequence numbers, and on v3 its inherited `first_row_id`;
@@ -71,8 +72,61 @@ pub struct SnapshotProducer {
     delete_sequence_numbers: HashMap<String, i64>,
     /// Set for a manifest rewrite: manifests replaced and the manifests written in their place.
     manifest_rewrite: Option<ManifestRewrite>,
+    /// A multi-snapshot run's layout of the files it removes later (see [`ManifestClusters`]).
+    clusters: Option<ManifestClusters>,
     properties: HashMap<String, String>,
     clock: Arc<dyn Clock>,
+}
+
+/// How a run that removes files over several snapshots (compaction with partial progress) lays
+/// out the live entries it rewrites, so that each later snapshot reads and rewrites only the
+/// manifests that list what it removes.
+///
+/// The run assigns every file that one of its snapshots will remove (data files, delete files)
+/// to a cluster, e.g. the batch expected to commit it. A snapshot staged
+/// [`with_clusters`](SnapshotProducer::with_clusters) writes the live entries it moves out of a
+/// touched manifest into manifests of one cluster each (entries of no cluster into their own), and
+/// [records](Self::record) which cluster each manifest it wrote lists. A later snapshot of the run
+/// carries over, unread, every recorded manifest whose cluster holds none of the files it removes:
+/// such a manifest cannot list them. Manifests that are not recorded (the table's own, another
+/// writer's) are read as always, and a file the snapshot removes that is found in no manifest it
+/// read is still an error, so a wrong layout stops a commit; it cannot drop or keep the wrong
+/// file.
+///
+/// A deletion vector belongs to the cluster of the data file it references (it is removed with
+/// it).
+#[derive(Debug, Clone, Default)]
+pub struct ManifestClusters {
+    cluster_of: Arc<HashMap<String, usize>>,
+    /// Manifests written by the run's snapshots: the cluster of every live entry in each
+    /// (`None`: files no snapshot of the run removes).
+    written: HashMap<String, Option<usize>>,
+}
+
+impl ManifestClusters {
+    /// A layout assigning each file path (data or delete file) to a cluster.
+    pub fn new(files: impl IntoIterator<Item = (String, usize)>) -> Self {
+        Self {
+            cluster_of: Arc::new(files.into_iter().collect()),
+            written: HashMap::new(),
+        }
+    }
+
+    /// Remember the manifests `staged` wrote (call before committing it: a manifest of an
+    /// attempt that does not land is never listed, so recording it is harmless).
+    pub fn record(&mut self, staged: &StagedSnapshot) {
+        self.written
+            .extend(staged.manifest_clusters.iter().cloned());
+    }
+
+    /// The cluster a live entry of `content` belongs to.
+    fn of(&self, content: ManifestContentType, file: &DataFile) -> Option<usize> {
+        let path = match content {
+            ManifestContentType::Deletes if is_deletion_vector(file) => file.referenced_data_file(),
+            _ => Some(file.file_path().to_string()),
+        }?;
+        self.cluster_of.get(&path).copied()
+    }
 }
 
 /// What a manifest rewrite replaces and writes (see [`SnapshotProducer::rewrite_manifests`]).
@@ -148,6 +202,9 @@ pub struct StagedSnapshot {
     pub removed_data_files: usize,
     /// Delete files removed (named ones and the deletion vectors of removed data files).
     pub removed_delete_files: usize,
+    /// The manifests written and the cluster of the live entries of each (see
+    /// [`ManifestClusters`]).
+    manifest_clusters: Vec<(String, Option<usize>)>,
     base: LoadedTable,
 }
 
@@ -192,6 +249,7 @@ impl SnapshotProducer {
             data_sequence_number: None,
             delete_sequence_numbers: HashMap::new(),
             manifest_rewrite: None,
+            clusters: None,
             properties: HashMap::new(),
             clock: clock::system(),
         }
@@ -331,6 +389,14 @@ impl SnapshotProducer {
         value: impl Into<String>,
     ) -> Self {
         self.properties.insert(key.into(), value.into());
+        self
+    }
+
+    /// Lay out moved entries by `clusters`, and carry over unread the manifests of the run
+    /// that cannot list a removed file (see [`ManifestClusters`]).
+    #[must_use]
+    pub fn with_clusters(mut self, clusters: ManifestClusters) -> Self {
+        self.clusters = Some(clusters);
         self
     }
 
@@ -581,15 +647,18 @@ impl SnapshotProducer {
             (_, Some(seq)) => seq,
         };
         let mut manifests = Vec::new();
+        // Manifests written, with the cluster their live entries belong to (added files: none).
+        let mut clusters = Vec::new();
         for (content, files, seq) in [
             (ManifestContentType::Data, &self.added_data, data_seq),
             (ManifestContentType::Deletes, &self.added_deletes, -1),
         ] {
             if !files.is_empty() {
-                manifests.push(
-                    self.write_added_manifest(&mut names, content, files, seq, written)
-                        .await?,
-                );
+                let added = self
+                    .write_added_manifest(&mut names, content, files, seq, written)
+                    .await?;
+                clusters.push((added.manifest_path.clone(), None));
+                manifests.push(added);
             }
         }
         let base_manifests = match parent {
@@ -609,7 +678,7 @@ impl SnapshotProducer {
         }
         let removed_delete_files = removals.removed_delete_files;
         let carried = self
-            .write_removals(&mut names, removals, &mut manifests, written)
+            .write_removals(&mut names, removals, &mut manifests, &mut clusters, written)
             .await?;
         manifests.extend(carried);
 
@@ -650,6 +719,7 @@ impl SnapshotProducer {
             added_delete_files: self.added_deletes.len(),
             removed_data_files: self.removed_data.len(),
             removed_delete_files,
+            manifest_clusters: clusters,
             base: self.base.clone(),
         })
     }
@@ -719,10 +789,27 @@ impl SnapshotProducer {
             || (read_data && md.format_version() >= FormatVersion::V3);
         let mut out = Removals::default();
         let mut to_read = Vec::new();
+        // Clusters of the files this snapshot removes: a manifest of this run listing another
+        // cluster's entries only cannot list them.
+        let removing: Option<BTreeSet<Option<usize>>> = self.clusters.as_ref().map(|c| {
+            self.removed_data
+                .iter()
+                .chain(&self.removed_deletes)
+                .map(|p| c.cluster_of.get(p).copied())
+                .collect()
+        });
         for mf in base_manifests {
             if !has_live_files(&mf) {
                 // A DELETED-only manifest of an earlier commit: that commit's snapshot keeps
                 // listing it for expiry; later snapshots need not (Java drops them too).
+                continue;
+            }
+            if let (Some(c), Some(removing)) = (&self.clusters, &removing)
+                && c.written
+                    .get(&mf.manifest_path)
+                    .is_some_and(|cluster| !removing.contains(cluster))
+            {
+                out.carried.push(mf);
                 continue;
             }
             let read = match mf.content {
@@ -863,8 +950,9 @@ impl SnapshotProducer {
         Ok(())
     }
 
-    /// Write the kept entries of the touched manifests (`EXISTING`), merged per content and spec
-    /// into manifests near `commit.manifest.target-size-bytes`, and the removed entries
+    /// Write the kept entries of the touched manifests (`EXISTING`), merged per content, spec
+    /// (and cluster, see [`ManifestClusters`]) into manifests near
+    /// `commit.manifest.target-size-bytes`, and the removed entries
     /// (`DELETED`, one manifest per spec and content) into `manifests`; return the manifests to
     /// carry over unchanged.
     ///
@@ -876,6 +964,7 @@ impl SnapshotProducer {
         names: &mut ManifestNames,
         removals: Removals,
         manifests: &mut Vec<ManifestFile>,
+        clusters: &mut Vec<(String, Option<usize>)>,
         written: &mut Vec<String>,
     ) -> Result<Vec<ManifestFile>> {
         let table = self.base.id.to_string();
@@ -887,25 +976,37 @@ impl SnapshotProducer {
             .and_then(|v| v.parse::<u64>().ok())
             .filter(|v| *v > 0)
             .unwrap_or(DEFAULT_MANIFEST_TARGET_BYTES);
-        let mut merged: BTreeMap<(u8, i32), MergedEntries> = BTreeMap::new();
+        let mut merged: BTreeMap<(u8, i32, Option<usize>), MergedEntries> = BTreeMap::new();
         for touched in removals.touched {
-            let slot = merged
-                .entry((content_key(touched.content), touched.spec.spec_id()))
-                .or_insert_with(|| (touched.content, Arc::clone(&touched.spec), Vec::new()));
             let bytes = touched.entry_bytes;
-            slot.2.extend(touched.kept.into_iter().map(|e| (bytes, e)));
+            for e in touched.kept {
+                let cluster = self
+                    .clusters
+                    .as_ref()
+                    .and_then(|c| c.of(touched.content, &e.file));
+                merged
+                    .entry((
+                        content_key(touched.content),
+                        touched.spec.spec_id(),
+                        cluster,
+                    ))
+                    .or_insert_with(|| (touched.content, Arc::clone(&touched.spec), Vec::new()))
+                    .2
+                    .push((bytes, e));
+            }
         }
-        for (content, spec, entries) in merged.into_values() {
+        for ((_, _, cluster), (content, spec, entries)) in merged {
             let mut writer: Option<ManifestWriter> = None;
             let mut estimate = 0u64;
             for (bytes, e) in entries {
                 if writer.is_some() && estimate + bytes > target {
                     if let Some(w) = writer.take() {
-                        manifests.push(
-                            w.write_manifest_file()
-                                .await
-                                .map_err(|e| iceberg_error(&table, "write manifest", e))?,
-                        );
+                        let m = w
+                            .write_manifest_file()
+                            .await
+                            .map_err(|e| iceberg_error(&table, "write manifest", e))?;
+                        clusters.push((m.manifest_path.clone(), cluster));
+                        manifests.push(m);
                     }
                     estimate = 0;
                 }
@@ -922,11 +1023,12 @@ impl SnapshotProducer {
                 estimate += bytes;
             }
             if let Some(w) = writer {
-                manifests.push(
-                    w.write_manifest_file()
-                        .await
-                        .map_err(|e| iceberg_error(&table, "write manifest", e))?,
-                );
+                let m = w
+                    .write_manifest_file()
+                    .await
+                    .map_err(|e| iceberg_error(&table, "write manifest", e))?;
+                clusters.push((m.manifest_path.clone(), cluster));
+                manifests.push(m);
             }
         }
         for ((content, _), (spec, entries)) in removals.removed {
@@ -942,12 +1044,13 @@ impl SnapshotProducer {
                     .add_delete_file(e.file, e.seq, e.file_seq)
                     .map_err(|e| iceberg_error(&table, "rewrite manifest", e))?;
             }
-            manifests.push(
-                writer
-                    .write_manifest_file()
-                    .await
-                    .map_err(|e| iceberg_error(&table, "write manifest", e))?,
-            );
+            let m = writer
+                .write_manifest_file()
+                .await
+                .map_err(|e| iceberg_error(&table, "write manifest", e))?;
+            // DELETED entries only: no later snapshot reads it.
+            clusters.push((m.manifest_path.clone(), None));
+            manifests.push(m);
         }
         Ok(removals.carried)
     }
@@ -1161,6 +1264,7 @@ impl SnapshotProducer {
             added_delete_files: 0,
             removed_data_files: 0,
             removed_delete_files: 0,
+            manifest_clusters: Vec::new(),
             base: self.base.clone(),
         })
     }

@@ -33,12 +33,15 @@ use super::rewrite::{DeletedRows, RewrittenGroup, cleanup_group, rewrite_group};
 use crate::catalog::{Catalog, LoadedTable, TableId};
 use crate::clock::{Clock, SystemClock};
 use crate::commit::{
-    CatalogCommitter, CommitRetry, RetryPolicy, RewriteConflict, SnapshotProducer,
-    certainly_not_committed, live_subset, validate_rewrite,
+    CatalogCommitter, CommitRetry, ManifestClusters, RetryPolicy, RewriteConflict,
+    SnapshotProducer, certainly_not_committed, live_subset, validate_rewrite,
 };
 use crate::error::{Error, Result};
 use crate::govern::{CommitFence, FenceGuard, enter_fence};
 use crate::progress::{ProgressSink, report};
+
+/// Most groups one run rewrites at once.
+const MAX_PARALLEL_GROUPS: usize = 64;
 
 /// How a run is carried out (what to rewrite is [`CompactOptions`]).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -46,7 +49,9 @@ use crate::progress::{ProgressSink, report};
 pub struct RunOptions {
     /// Plan only: report the groups, files and bytes a real run would rewrite; change nothing.
     pub dry_run: bool,
-    /// Groups rewritten at once (each within [`CompactOptions::memory_budget_bytes`]).
+    /// Groups rewritten at once (each within [`CompactOptions::memory_budget_bytes`]); by
+    /// default one more than the cores, so that a core whose group waits (on a read, on its
+    /// channel) finds another group's work.
     pub parallel_groups: usize,
     /// Most commits one run makes: groups are committed in up to this many batches, each on its
     /// own, so a conflict costs one batch's conflicting groups only (Java's
@@ -63,7 +68,8 @@ impl Default for RunOptions {
     fn default() -> Self {
         Self {
             dry_run: false,
-            parallel_groups: 2,
+            parallel_groups: (std::thread::available_parallelism().map_or(2, usize::from) + 1)
+                .min(MAX_PARALLEL_GROUPS),
             max_commits: 10,
             retry: None,
             commit_fence: None,
@@ -74,10 +80,10 @@ impl Default for RunOptions {
 impl RunOptions {
     /// Reject nonsensical options.
     pub fn validate(&self) -> Result<()> {
-        if self.parallel_groups == 0 || self.parallel_groups > 64 {
-            return Err(Error::validation(
-                "parallel_groups must be between 1 and 64",
-            ));
+        if self.parallel_groups == 0 || self.parallel_groups > MAX_PARALLEL_GROUPS {
+            return Err(Error::validation(format!(
+                "parallel_groups must be between 1 and {MAX_PARALLEL_GROUPS}"
+            )));
         }
         if self.max_commits == 0 {
             return Err(Error::validation("max_commits must be at least 1"));
@@ -604,10 +610,24 @@ impl RewrittenCompaction<'_> {
             None => RetryPolicy::for_table(self.base.metadata.properties())
                 .map_err(|e| e.in_table(&self.table))?,
         };
+        let per_commit = self.plan.groups.len().div_ceil(self.run.max_commits).max(1);
+        // A group's files, kept by an earlier commit of the run, go to the manifests of the batch
+        // expected to remove them (groups start in plan order), so that each commit reads and
+        // rewrites about its own batch's entries, not the whole table's.
+        let clusters =
+            ManifestClusters::new(self.plan.groups.iter().enumerate().flat_map(|(i, g)| {
+                let batch = i / per_commit;
+                g.data_files
+                    .iter()
+                    .map(|f| f.path.clone())
+                    .chain(g.removable_delete_files.iter().cloned())
+                    .map(move |p| (p, batch))
+            }));
         Ok(CommitLoop {
             committer: self.catalog.committer()?,
             policy,
-            per_commit: self.plan.groups.len().div_ceil(self.run.max_commits).max(1),
+            per_commit,
+            clusters,
             head: self.base.clone(),
             checked: Checked {
                 table: self.base.clone(),
@@ -675,6 +695,7 @@ impl RewrittenCompaction<'_> {
                     &st.checked,
                     batch,
                     &st.policy,
+                    &mut st.clusters,
                 )
                 .await;
             let landed_on_checked = st.head.metadata.current_snapshot().is_some_and(|s| {
@@ -751,6 +772,7 @@ impl RewrittenCompaction<'_> {
         checked: &Checked,
         mut groups: Vec<RewrittenGroup>,
         policy: &RetryPolicy,
+        clusters: &mut ManifestClusters,
     ) -> Vec<GroupOutcome> {
         let s0 = &self.base;
         let plan = self.plan.as_ref();
@@ -826,6 +848,7 @@ impl RewrittenCompaction<'_> {
                 .with_data_sequence_number(plan.base_sequence_number)
                 .with_clock(Arc::clone(&self.clock))
                 .remove_delete_files(deletes)
+                .with_clusters(clusters.clone())
                 .set_snapshot_property("cryo.operation", "rewrite_data_files");
             for g in &groups {
                 producer = producer
@@ -840,6 +863,7 @@ impl RewrittenCompaction<'_> {
                 }
             };
             retry.staged(&staged);
+            clusters.record(&staged);
             match staged.commit(committer).await {
                 Ok(landed_now) => {
                     *head = landed_now.table.clone();
@@ -921,6 +945,8 @@ struct CommitLoop {
     policy: RetryPolicy,
     /// Groups per commit (`max_commits` batches at most).
     per_commit: usize,
+    /// Where the files of later batches are listed (see [`ManifestClusters`]).
+    clusters: ManifestClusters,
     /// The table as this run last saw it.
     head: LoadedTable,
     checked: Checked,

@@ -13,10 +13,11 @@ use arrow_array::{
 };
 use arrow_schema::{DataType, Field, Schema as ArrowSchema, TimeUnit};
 use cryo_core::commit::{
-    CatalogCommitter, CommitRetry, NewTable, RetryPolicy, RewriteConflictKind, SnapshotProducer,
-    certainly_not_committed, is_ancestor, live_files, live_subset, validate_rewrite,
-    write_data_files, write_equality_deletes, write_position_deletes,
+    CatalogCommitter, CommitRetry, ManifestClusters, NewTable, RetryPolicy, RewriteConflictKind,
+    SnapshotProducer, certainly_not_committed, is_ancestor, live_files, live_subset,
+    validate_rewrite, write_data_files, write_equality_deletes, write_position_deletes,
 };
+use cryo_core::io::PathKind;
 use cryo_core::{Catalog, CatalogConfig, Error, LoadedTable, Namespace, TableId};
 use futures::TryStreamExt;
 use iceberg::spec::{
@@ -1058,4 +1059,139 @@ async fn create_table_refuses_dot_segments() {
             .is_empty()
     );
     assert!(!dir.path().join("escape").exists());
+}
+
+/// New files holding the rows of `files` that `live` still has.
+async fn rewrite_files(t: &LoadedTable, files: &[DataFile], live: &BTreeSet<i64>) -> Vec<DataFile> {
+    let mut kept = Vec::new();
+    for f in files {
+        let ids = read_file_ids(t, f.file_path()).await;
+        kept.extend(ids.into_iter().filter(|i| live.contains(i)).map(row));
+    }
+    write_data_files(t, [batch(&kept)]).await.unwrap().files
+}
+
+/// A run that commits in several snapshots with a cluster layout: each later snapshot reads
+/// only the manifests listing its own cluster's files, every row stays, and a layout that hides
+/// a removed file stops the commit (nothing changes) instead of dropping or keeping a file.
+#[tokio::test]
+async fn clustered_snapshots_read_only_their_own_manifests() {
+    let dir = tempfile::tempdir().unwrap();
+    let catalog = sql_catalog(dir.path()).await;
+    let committer = catalog.committer().unwrap();
+    let id = TableId::parse("db.clusters").unwrap();
+    let mut t = catalog
+        .create_table(&id, NewTable::new(schema()).with_partition_spec(by_day()))
+        .await
+        .unwrap();
+    // Six appends: six manifests, each listing one file of each day.
+    for a in 0..6 {
+        t = append(committer.as_ref(), &t, a * 10..a * 10 + 10).await;
+    }
+    let mut ids: BTreeSet<i64> = (0..60).collect();
+    let day0 = data_files_in(&t, DAY0).await;
+    let day1 = data_files_in(&t, DAY1).await;
+    assert_eq!((day0.len(), day1.len()), (6, 6));
+    // A position delete on the first day-1 file, removed with it.
+    let f1 = day1[0].file_path().to_string();
+    ids.remove(&read_file_ids(&t, &f1).await[0]);
+    t = delete_positions(committer.as_ref(), &t, &f1, vec![0]).await;
+    let pos = delete_files_in(&t, DAY1).await;
+    assert_eq!(pos.len(), 1);
+
+    // Clusters: day 0 (0), the first three day-1 files and the delete (1), the others (2).
+    let (first, second) = day1.split_at(3);
+    let layout = |c1: usize| {
+        ManifestClusters::new(
+            day0.iter()
+                .map(|f| (f.file_path().to_string(), 0))
+                .chain(first.iter().map(|f| (f.file_path().to_string(), c1)))
+                .chain(pos.iter().map(|p| (p.clone(), c1)))
+                .chain(second.iter().map(|f| (f.file_path().to_string(), 2))),
+        )
+    };
+    let mut clusters = layout(1);
+    let reads = || {
+        catalog
+            .io_counters()
+            .snapshot()
+            .reads_of(PathKind::Manifest)
+    };
+    let replace =
+        |t: &LoadedTable, clusters: &ManifestClusters, files: &[DataFile], new: Vec<DataFile>| {
+            SnapshotProducer::replace(t)
+                .with_clusters(clusters.clone())
+                .delete_data_files(paths(files))
+                .add_data_files(new)
+        };
+
+    // Day 0: every data manifest lists a day-0 file, so all six are read; their day-1 entries
+    // are written to one manifest per cluster.
+    let new = rewrite_files(&t, &day0, &ids).await;
+    let staged = replace(&t, &clusters, &day0, new).stage().await.unwrap();
+    clusters.record(&staged);
+    let recorded = staged.clone();
+    t = staged.commit(committer.as_ref()).await.unwrap().table;
+    assert_eq!(read_rows(&t).await, expected(&ids));
+
+    // A layout that puts the first day-1 files in the wrong cluster: the manifest listing them
+    // is skipped, they are not found, and the snapshot is refused.
+    let mut wrong = layout(0);
+    wrong.record(&recorded);
+    let new = rewrite_files(&t, first, &ids).await;
+    let err = replace(&t, &wrong, first, new)
+        .remove_delete_files(pos.clone())
+        .stage()
+        .await
+        .unwrap_err();
+    assert!(
+        err.to_string().contains("not live data files"),
+        "unexpected error: {err}"
+    );
+    assert_eq!(
+        catalog
+            .load_table(&id)
+            .await
+            .unwrap()
+            .metadata
+            .current_snapshot_id(),
+        t.metadata.current_snapshot_id()
+    );
+
+    // Cluster 1: its data manifest and the (unrecorded) delete manifest are read; cluster 2's
+    // manifest and the added one are carried over unread.
+    let before = reads();
+    let new = rewrite_files(&t, first, &ids).await;
+    let staged = replace(&t, &clusters, first, new)
+        .remove_delete_files(pos.clone())
+        .stage()
+        .await
+        .unwrap();
+    assert_eq!(
+        reads() - before,
+        2,
+        "cluster 1's data manifest and the delete manifest"
+    );
+    clusters.record(&staged);
+    t = staged.commit(committer.as_ref()).await.unwrap().table;
+    assert_eq!(read_rows(&t).await, expected(&ids));
+    assert!(delete_files_in(&t, DAY1).await.is_empty());
+
+    // Cluster 2: its own manifest only.
+    let before = reads();
+    let new = rewrite_files(&t, second, &ids).await;
+    let staged = replace(&t, &clusters, second, new).stage().await.unwrap();
+    assert_eq!(reads() - before, 1, "cluster 2's manifest only");
+    t = staged.commit(committer.as_ref()).await.unwrap().table;
+    assert_eq!(read_rows(&t).await, expected(&ids));
+
+    // Every live data file is listed once: the three rewrites' outputs.
+    let live = live_files(&t).await.unwrap();
+    let data: Vec<_> = live
+        .iter()
+        .filter(|f| f.file.content_type() == DataContentType::Data)
+        .map(|f| f.file.file_path().to_string())
+        .collect();
+    assert_eq!(data.len(), 3);
+    assert_eq!(data.iter().collect::<BTreeSet<_>>().len(), 3);
 }
