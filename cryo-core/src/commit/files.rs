@@ -36,17 +36,7 @@ pub async fn live_files(table: &LoadedTable) -> Result<Vec<LiveFile>> {
         return Ok(Vec::new());
     };
     let manifests = read_manifest_list(table, snapshot).await?;
-    let read: Vec<(ManifestFile, Manifest)> = futures::stream::iter(manifests)
-        .map(|mf| async move {
-            let manifest = read_manifest(table, &mf).await?;
-            Ok::<_, Error>((mf, manifest))
-        })
-        .buffered(MANIFEST_READ_CONCURRENCY)
-        // Boxed: without it rustc cannot prove this stream's borrows `Send` for every
-        // lifetime, and callers could not `tokio::spawn` the operation.
-        .boxed()
-        .try_collect()
-        .await?;
+    let read = read_manifests(table, manifests).await?;
     let mut out = Vec::new();
     for (mf, manifest) in read {
         for entry in manifest.entries() {
@@ -64,6 +54,29 @@ pub async fn live_files(table: &LoadedTable) -> Result<Vec<LiveFile>> {
         }
     }
     Ok(out)
+}
+
+/// Read and parse `manifests`, in their order, several at once. Each is parsed on a task of its
+/// own, so that a multi-threaded runtime spreads the Avro decoding over its workers (it is most
+/// of the cost of reading a table's metadata).
+pub(crate) async fn read_manifests(
+    table: &LoadedTable,
+    manifests: impl IntoIterator<Item = ManifestFile>,
+) -> Result<Vec<(ManifestFile, Manifest)>> {
+    futures::stream::iter(manifests)
+        .map(|mf| {
+            let table = table.clone();
+            tokio::spawn(async move {
+                let manifest = read_manifest(&table, &mf).await?;
+                Ok::<_, Error>((mf, manifest))
+            })
+        })
+        .buffered(MANIFEST_READ_CONCURRENCY)
+        .map(|joined| {
+            joined.map_err(|e| Error::Internal(format!("manifest reader task failed: {e}")))?
+        })
+        .try_collect()
+        .await
 }
 
 /// The manifests a snapshot lists, in list order.

@@ -67,7 +67,7 @@ pub use committer::{CatalogCommitter, HadoopCommitter, SqlCommitter, TableChange
 pub use create::NewTable;
 pub(crate) use create::{create_hadoop_table, create_sql_table};
 pub use files::{LiveFile, live_files};
-pub(crate) use files::{read_manifest, read_manifest_list};
+pub(crate) use files::{read_manifest_list, read_manifests};
 pub(crate) use producer::manifest_size_model;
 pub use producer::{
     CommitOutcome, ENTRIES_PROCESSED, ExistingEntry, MANIFESTS_CREATED, MANIFESTS_KEPT,

@@ -4,7 +4,6 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 
-use futures::{StreamExt, TryStreamExt};
 use iceberg::spec::{
     DataContentType, DataFile, DataFileBuilder, DataFileFormat, FormatVersion, MAIN_BRANCH,
     Manifest, ManifestContentType, ManifestFile, ManifestListWriter, ManifestWriter,
@@ -14,7 +13,7 @@ use iceberg::spec::{
 use iceberg::{TableRequirement, TableUpdate};
 
 use super::committer::{CatalogCommitter, TableChanges, discard, metadata_dir};
-use super::files::{read_manifest, read_manifest_list};
+use super::files::{read_manifest, read_manifest_list, read_manifests};
 use super::iceberg_error;
 use super::summary::{SummaryBuilder, is_deletion_vector};
 use crate::catalog::LoadedTable;
@@ -822,17 +821,7 @@ impl SnapshotProducer {
                 out.carried.push(mf);
             }
         }
-        let loaded: Vec<(ManifestFile, Manifest)> = futures::stream::iter(to_read)
-            .map(|mf| async move {
-                let manifest = read_manifest(&self.base, &mf).await?;
-                Ok::<_, Error>((mf, manifest))
-            })
-            .buffered(MANIFEST_READ_CONCURRENCY)
-            // Boxed: without it rustc cannot prove this stream's borrows `Send` for every
-            // lifetime, and callers could not `tokio::spawn` the operation.
-            .boxed()
-            .try_collect()
-            .await?;
+        let loaded = read_manifests(&self.base, to_read).await?;
 
         for (mf, manifest) in loaded {
             self.split_manifest(mf, &manifest, summary, &mut out)?;
@@ -1419,9 +1408,6 @@ pub(crate) async fn manifest_size_model(
         _ => (0, 1),
     })
 }
-
-/// Manifests read at once while looking for removed files.
-const MANIFEST_READ_CONCURRENCY: usize = 16;
 
 /// Kept entries of touched manifests of one content and spec, each with its estimated bytes.
 type MergedEntries = (

@@ -17,21 +17,17 @@ use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::fmt;
 use std::sync::Arc;
 
-use futures::{StreamExt, TryStreamExt};
 use iceberg::spec::{
     DataContentType, DataFile, FormatVersion, Manifest, ManifestContentType, ManifestFile,
     ManifestStatus, PrimitiveLiteral, Snapshot, Struct,
 };
 use serde::{Deserialize, Serialize};
 
-use super::files::{live_files, read_manifest, read_manifest_list};
+use super::files::{live_files, read_manifest_list, read_manifests};
 use super::summary::is_deletion_vector;
 use super::write::POS_DELETE_FILE_PATH_FIELD_ID;
 use crate::catalog::LoadedTable;
 use crate::error::{Error, Result};
-
-/// Manifests read at once.
-const MANIFEST_READ_CONCURRENCY: usize = 16;
 
 /// Why a replaced data file cannot be committed as planned.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
@@ -461,17 +457,10 @@ impl ManifestCache {
             .iter()
             .filter(|m| !self.loaded.contains_key(&m.manifest_path))
             .collect();
-        let read: Vec<(String, Arc<Manifest>)> = futures::stream::iter(missing)
-            .map(|mf| async move {
-                let manifest = read_manifest(table, mf).await?;
-                Ok::<_, Error>((mf.manifest_path.clone(), Arc::new(manifest)))
-            })
-            .buffered(MANIFEST_READ_CONCURRENCY)
-            // Boxed: without it rustc cannot prove this stream's borrows `Send` for every
-            // lifetime, and callers could not `tokio::spawn` the operation.
-            .boxed()
-            .try_collect()
-            .await?;
+        let read = read_manifests(table, missing.into_iter().cloned())
+            .await?
+            .into_iter()
+            .map(|(mf, m)| (mf.manifest_path, Arc::new(m)));
         self.loaded.extend(read);
         Ok(list
             .iter()

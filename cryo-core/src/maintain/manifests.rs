@@ -42,7 +42,6 @@ use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::sync::Arc;
 use std::time::Instant;
 
-use futures::{StreamExt, TryStreamExt};
 use iceberg::spec::{Literal, Manifest, ManifestContentType, ManifestFile, Struct};
 use serde::{Deserialize, Serialize};
 
@@ -51,7 +50,7 @@ use crate::clock::{Clock, SystemClock};
 use crate::commit::{
     CommitRetry, ENTRIES_PROCESSED, ExistingEntry, MANIFESTS_CREATED, MANIFESTS_KEPT,
     MANIFESTS_REPLACED, NewManifest, RetryPolicy, SnapshotProducer, existing_entries,
-    manifest_size_model, read_manifest, read_manifest_list,
+    manifest_size_model, read_manifest_list, read_manifests,
 };
 use crate::error::{Error, Result};
 use crate::receipt::Footprint;
@@ -63,8 +62,6 @@ pub const DEFAULT_MANIFEST_TARGET_SIZE: u64 = 8 << 20;
 /// Smallest target accepted: below it every manifest would hold a handful of entries.
 pub const MIN_MANIFEST_TARGET_SIZE: u64 = 4 << 10;
 
-/// Manifests read at once.
-const MANIFEST_READ_CONCURRENCY: usize = 16;
 /// Entries encoded to size the new manifests.
 const SIZING_SAMPLE: usize = 128;
 
@@ -442,14 +439,11 @@ async fn plan(table: &LoadedTable, options: &RewriteManifestsOptions) -> Result<
         })
         .filter(|m| options.spec_id.is_none_or(|s| s == m.partition_spec_id))
         .collect();
-    let read: Vec<ReadManifest> = futures::stream::iter(in_scope)
-        .map(|mf| async move {
-            let manifest = read_manifest(table, &mf).await?;
-            read_one(table, mf, &manifest)
-        })
-        .buffered(MANIFEST_READ_CONCURRENCY)
-        .try_collect()
-        .await?;
+    let read: Vec<ReadManifest> = read_manifests(table, in_scope)
+        .await?
+        .into_iter()
+        .map(|(mf, manifest)| read_one(table, mf, &manifest))
+        .collect::<Result<_>>()?;
     let mut groups: BTreeMap<(ManifestKind, i32), Vec<ReadManifest>> = BTreeMap::new();
     for m in read {
         groups
