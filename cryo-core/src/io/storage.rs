@@ -741,7 +741,8 @@ impl FileWrite for ObjectWrite {
             up.wait_for_capacity(4)
                 .await
                 .map_err(|e| ice(storage_error(&self.secrets, &self.location, "write", e)))?;
-            up.write(&bs);
+            // Handed over, not copied: the part holds the writer's buffers as they are.
+            up.put(bs);
             return Ok(());
         }
         self.buffered += bs.len();
@@ -754,7 +755,7 @@ impl FileWrite for ObjectWrite {
                 .map_err(|e| ice(storage_error(&self.secrets, &self.location, "write", e)))?;
             let mut up = WriteMultipart::new(upload);
             for chunk in self.buffer.drain(..) {
-                up.write(&chunk);
+                up.put(chunk);
             }
             self.buffered = 0;
             self.upload = Some(up);
