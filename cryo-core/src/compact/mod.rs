@@ -107,6 +107,10 @@
 //! - deletes: the group's position deletes (8 bytes a position) and equality keys, as every
 //!   Iceberg engine holds them.
 //!
+//! A run rewrites [`RunOptions::parallel_groups`] groups at once (by default one more than the
+//! cores, so that a core whose group waits on a read or on its channel finds another group's
+//! work), so its bound is that many times a group's.
+//!
 //! A sort or z-order gives `DataFusion`'s `SortExec` a `FairSpillPool` of half the budget: rows
 //! beyond it are sorted in runs and spilled to the system temp directory, then merged
 //! streaming; writers get a quarter. Sorting needs the `datafusion` feature; planning does not.
