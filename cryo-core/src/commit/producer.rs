@@ -38,12 +38,13 @@ use crate::error::{Error, Result};
 ///
 /// The base snapshot's manifests are carried over unchanged, except:
 /// - manifests listing a removed file: their other live files are rewritten as `EXISTING`,
-///   merged per content type and partition spec into manifests near
-///   `commit.manifest.target-size-bytes` (and per cluster, [`with_clusters`](Self::with_clusters)),
-///   and the removed files of all of them are merged into one `DELETED`-only manifest per partition spec and
-///   content type (DESIGN §4.9: they must be recorded, for other engines' snapshot expiry, but
-///   should not be spread over many manifests); every file keeps its original data and file
-///   sequence numbers, and on v3 its inherited `first_row_id`;
+///   merged per content type and partition spec (and cluster, see
+///   [`with_clusters`](Self::with_clusters)) into manifests near
+///   `commit.manifest.target-size-bytes`, and the removed files of all of them are merged into
+///   one `DELETED`-only manifest per partition spec and content type (DESIGN §4.9: they must be
+///   recorded, for other engines' snapshot expiry, but should not be spread over many
+///   manifests); every file keeps its original data and file sequence numbers, and on v3 its
+///   inherited `first_row_id`;
 /// - manifests with no live files left (the `DELETED`-only manifests of an earlier commit) are
 ///   dropped, as Java's merging producers drop them.
 ///
