@@ -991,12 +991,7 @@ impl SnapshotProducer {
             for (bytes, e) in entries {
                 if writer.is_some() && estimate + bytes > target {
                     if let Some(w) = writer.take() {
-                        let m = w
-                            .write_manifest_file()
-                            .await
-                            .map_err(|e| iceberg_error(&table, "write manifest", e))?;
-                        clusters.push((m.manifest_path.clone(), cluster));
-                        manifests.push(m);
+                        finish_manifest(&table, w, cluster, manifests, clusters).await?;
                     }
                     estimate = 0;
                 }
@@ -1013,12 +1008,7 @@ impl SnapshotProducer {
                 estimate += bytes;
             }
             if let Some(w) = writer {
-                let m = w
-                    .write_manifest_file()
-                    .await
-                    .map_err(|e| iceberg_error(&table, "write manifest", e))?;
-                clusters.push((m.manifest_path.clone(), cluster));
-                manifests.push(m);
+                finish_manifest(&table, w, cluster, manifests, clusters).await?;
             }
         }
         for ((content, _), (spec, entries)) in removals.removed {
@@ -1034,13 +1024,8 @@ impl SnapshotProducer {
                     .add_delete_file(e.file, e.seq, e.file_seq)
                     .map_err(|e| iceberg_error(&table, "rewrite manifest", e))?;
             }
-            let m = writer
-                .write_manifest_file()
-                .await
-                .map_err(|e| iceberg_error(&table, "write manifest", e))?;
             // DELETED entries only: no later snapshot reads it.
-            clusters.push((m.manifest_path.clone(), None));
-            manifests.push(m);
+            finish_manifest(&table, writer, None, manifests, clusters).await?;
         }
         Ok(removals.carried)
     }
@@ -1454,6 +1439,23 @@ struct Removals {
     found_data: BTreeSet<String>,
     /// Paths of the delete files found and removed.
     found_deletes: BTreeSet<String>,
+}
+
+/// Write `writer`'s manifest and list it, with the cluster of its live entries.
+async fn finish_manifest(
+    table: &str,
+    writer: ManifestWriter,
+    cluster: Option<usize>,
+    manifests: &mut Vec<ManifestFile>,
+    clusters: &mut Vec<(String, Option<usize>)>,
+) -> Result<()> {
+    let m = writer
+        .write_manifest_file()
+        .await
+        .map_err(|e| iceberg_error(table, "write manifest", e))?;
+    clusters.push((m.manifest_path.clone(), cluster));
+    manifests.push(m);
+    Ok(())
 }
 
 /// Sort key of a manifest content type (data manifests first, as Java lists them).
