@@ -117,6 +117,7 @@
 
 mod deletes;
 mod options;
+mod pages;
 mod plan;
 mod read;
 mod rewrite;

@@ -26,9 +26,10 @@ use iceberg::arrow::{ArrowReader, ArrowReaderBuilder};
 use iceberg::scan::{FileScanTask, FileScanTaskStream};
 use iceberg::spec::{DataFileFormat, NameMapping, SchemaRef};
 use parquet::arrow::arrow_reader::{
-    ArrowReaderMetadata, ArrowReaderOptions, ParquetRecordBatchReaderBuilder,
+    ArrowReaderMetadata, ArrowReaderOptions, ParquetRecordBatchReader,
+    ParquetRecordBatchReaderBuilder,
 };
-use parquet::arrow::{PARQUET_FIELD_ID_META_KEY, ProjectionMask};
+use parquet::arrow::{PARQUET_FIELD_ID_META_KEY, ProjectionMask, parquet_to_arrow_field_levels};
 use parquet::file::metadata::ParquetMetaDataReader;
 use tokio::sync::mpsc;
 
@@ -168,11 +169,7 @@ impl DataReader {
             meta.metadata().file_metadata().schema_descr(),
             plan.roots.iter().copied(),
         );
-        let Ok(reader) = ParquetRecordBatchReaderBuilder::new_with_metadata(bytes, meta)
-            .with_projection(mask)
-            .with_batch_size(READ_BATCH_ROWS)
-            .build()
-        else {
+        let Ok(reader) = decode(bytes, meta, mask) else {
             return Ok(None);
         };
         let owned = path.to_string();
@@ -238,6 +235,33 @@ impl DataReader {
             .map(|f| f.id)
             .collect()
     }
+}
+
+/// The decoder of a whole file in memory: zstd and uncompressed files are paged by
+/// [`pages`](super::pages) (one decompression context per thread), others by the Parquet crate.
+pub(crate) fn decode(
+    bytes: Bytes,
+    meta: ArrowReaderMetadata,
+    mask: ProjectionMask,
+) -> parquet::errors::Result<ParquetRecordBatchReader> {
+    if super::pages::supported(meta.metadata(), bytes.len()) {
+        let levels = parquet_to_arrow_field_levels(
+            meta.metadata().file_metadata().schema_descr(),
+            mask,
+            Some(meta.schema().fields()),
+        )?;
+        let groups = super::pages::MemRowGroups::new(bytes, Arc::clone(meta.metadata()));
+        return ParquetRecordBatchReader::try_new_with_row_groups(
+            &levels,
+            &groups,
+            READ_BATCH_ROWS,
+            None,
+        );
+    }
+    ParquetRecordBatchReaderBuilder::new_with_metadata(bytes, meta)
+        .with_projection(mask)
+        .with_batch_size(READ_BATCH_ROWS)
+        .build()
 }
 
 fn field_id(f: &arrow_schema::Field) -> Option<i32> {
