@@ -19,6 +19,7 @@ use iceberg::writer::file_writer::location_generator::{
 use iceberg::writer::file_writer::rolling_writer::{RollingFileWriter, RollingFileWriterBuilder};
 use parquet::basic::{Compression, GzipLevel, ZstdLevel};
 use parquet::file::properties::WriterProperties;
+use parquet::schema::types::ColumnPath;
 
 use crate::catalog::LoadedTable;
 use crate::error::{Error, Result};
@@ -27,12 +28,17 @@ const PARQUET_CODEC: &str = "write.parquet.compression-codec";
 const PARQUET_LEVEL: &str = "write.parquet.compression-level";
 const ROW_GROUP_BYTES: &str = "write.parquet.row-group-size-bytes";
 const PAGE_BYTES: &str = "write.parquet.page-size-bytes";
+const DICT_BYTES: &str = "write.parquet.dict-size-bytes";
 const METRICS_DEFAULT: &str = "write.metadata.metrics.default";
 const METRICS_COLUMN: &str = "write.metadata.metrics.column.";
 const FILE_FORMAT: &str = "write.format.default";
 /// Java's defaults.
 const DEFAULT_ROW_GROUP_BYTES: u64 = 128 << 20;
 const DEFAULT_PAGE_BYTES: u64 = 1 << 20;
+/// Java's default for `write.parquet.dict-size-bytes`.
+const DEFAULT_DICT_BYTES: u64 = 2 << 20;
+/// Rows of a group's first batch that decide which columns are written without a dictionary.
+const DICTIONARY_SAMPLE_ROWS: usize = 8192;
 const DEFAULT_ZSTD_LEVEL: i32 = 3;
 /// Rows whose partition values are computed to find that input of one partition of the default
 /// spec is what it says (the rest of the group's rows are not split again).
@@ -140,6 +146,7 @@ pub(crate) fn write_settings(
     let row_group_bytes = parse_size(table, ROW_GROUP_BYTES, DEFAULT_ROW_GROUP_BYTES)?
         .min((writer_budget / 2).max(1 << 20));
     let page_bytes = parse_size(table, PAGE_BYTES, DEFAULT_PAGE_BYTES)?;
+    let dict_bytes = parse_size(table, DICT_BYTES, DEFAULT_DICT_BYTES)?;
     let default_mode = p
         .get(METRICS_DEFAULT)
         .map_or(MetricsMode::Bounds, |m| metrics_mode(m));
@@ -175,6 +182,7 @@ pub(crate) fn write_settings(
         .set_max_row_group_row_count(None)
         .set_max_row_group_bytes(Some(row_group_bytes as usize))
         .set_data_page_size_limit(page_bytes as usize)
+        .set_dictionary_page_size_limit(dict_bytes as usize)
         .set_created_by(crate::commit::write::CREATED_BY.to_string())
         .build();
     Ok(WriteSettings {
@@ -185,6 +193,80 @@ pub(crate) fn write_settings(
         row_group_bytes,
         metrics,
     })
+}
+
+/// The top-level columns of `sample` that a dictionary would not make smaller, to be written
+/// plain from the start.
+///
+/// Java's writer (parquet-mr) tries a dictionary and drops it after a column's first page when
+/// dictionary and indices together are not smaller than the plain values; the Parquet crate
+/// keeps it until the dictionary reaches its size limit. A column of (nearly) unique values
+/// then spends its first megabytes hashing values into a dictionary it discards, and leaves
+/// dictionary-encoded pages that compress worse than plain ones. The same test as Java's, on
+/// the group's first rows: `distinct × width + rows × index bits / 8 ≥ rows × width`.
+fn plain_columns(sample: &RecordBatch) -> Vec<String> {
+    use arrow_array::Array;
+    use arrow_array::cast::AsArray;
+    use arrow_schema::DataType;
+
+    let mut plain = Vec::new();
+    for (field, column) in sample.schema().fields().iter().zip(sample.columns()) {
+        // Plain byte arrays carry a 4-byte length each.
+        let prefix = usize::from(matches!(
+            field.data_type(),
+            DataType::Utf8 | DataType::LargeUtf8 | DataType::Binary | DataType::LargeBinary
+        )) * 4;
+        let data = column.to_data();
+        let values: Vec<&[u8]> = match field.data_type() {
+            DataType::Utf8 => column
+                .as_string::<i32>()
+                .iter()
+                .flatten()
+                .map(str::as_bytes)
+                .collect(),
+            DataType::LargeUtf8 => column
+                .as_string::<i64>()
+                .iter()
+                .flatten()
+                .map(str::as_bytes)
+                .collect(),
+            DataType::Binary => column.as_binary::<i32>().iter().flatten().collect(),
+            DataType::LargeBinary => column.as_binary::<i64>().iter().flatten().collect(),
+            t => match t.primitive_width() {
+                // Booleans are never dictionary-encoded; nested columns keep the default.
+                Some(width) if width >= 4 && !matches!(t, DataType::Boolean) => {
+                    let Some(buffer) = data.buffers().first() else {
+                        continue;
+                    };
+                    let start = data.offset() * width;
+                    let Some(bytes) = buffer.as_slice().get(start..start + data.len() * width)
+                    else {
+                        continue;
+                    };
+                    bytes
+                        .chunks_exact(width)
+                        .enumerate()
+                        .filter(|(i, _)| column.is_valid(*i))
+                        .map(|(_, v)| v)
+                        .collect()
+                }
+                _ => continue,
+            },
+        };
+        let rows = values.len();
+        if rows < 1024 {
+            continue;
+        }
+        let plain_bytes: usize = values.iter().map(|v| v.len() + prefix).sum();
+        let distinct: HashSet<&[u8]> = values.iter().copied().collect();
+        let dictionary_bytes: usize = distinct.iter().map(|v| v.len() + prefix).sum();
+        let index_bits = usize::BITS - distinct.len().leading_zeros();
+        let indices = rows * index_bits as usize / 8;
+        if dictionary_bytes + indices >= plain_bytes {
+            plain.push(field.name().clone());
+        }
+    }
+    plain
 }
 
 type Rolling =
@@ -216,6 +298,8 @@ pub(crate) struct GroupWriter {
     paths: HashSet<String>,
     /// Whether the input is one partition of the default spec.
     same_spec: bool,
+    /// Whether the columns a dictionary would not pay for have been chosen (on the first batch).
+    dictionaries_chosen: bool,
     /// Its partition, once seen.
     single: Option<PartitionKey>,
 }
@@ -261,6 +345,7 @@ impl GroupWriter {
             paths: HashSet::new(),
             same_spec,
             single: None,
+            dictionaries_chosen: false,
         })
     }
 
@@ -268,6 +353,18 @@ impl GroupWriter {
     pub(crate) async fn write(&mut self, batch: RecordBatch) -> Result<()> {
         if batch.num_rows() == 0 {
             return Ok(());
+        }
+        if !self.dictionaries_chosen {
+            self.dictionaries_chosen = true;
+            let plain =
+                plain_columns(&batch.slice(0, batch.num_rows().min(DICTIONARY_SAMPLE_ROWS)));
+            if !plain.is_empty() {
+                let mut b = self.settings.properties.clone().into_builder();
+                for name in plain {
+                    b = b.set_column_dictionary_enabled(ColumnPath::from(name), false);
+                }
+                self.settings.properties = b.build();
+            }
         }
         let parts: Vec<(Option<PartitionKey>, RecordBatch)> = match (&self.splitter, &self.single) {
             (None, _) => vec![(None, batch)],
@@ -489,5 +586,67 @@ fn write_err(table: &str, e: &iceberg::Error) -> Error {
         message: format!("write Parquet: {}", e.message()),
         source: None,
         retryable: e.retryable(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use arrow_array::{ArrayRef, Float64Array, Int32Array, Int64Array, StringArray};
+
+    use super::*;
+
+    #[test]
+    fn columns_a_dictionary_would_not_shrink_are_written_plain() {
+        let rows = 8192;
+        let batch = RecordBatch::try_from_iter([
+            // Unique: plain.
+            (
+                "id",
+                Arc::new(Int64Array::from_iter_values(0..rows)) as ArrayRef,
+            ),
+            (
+                "amount",
+                Arc::new(Float64Array::from_iter_values(
+                    (0..rows).map(|i| i as f64 * 0.37),
+                )),
+            ),
+            (
+                "payload",
+                Arc::new(StringArray::from_iter_values(
+                    (0..rows).map(|i| format!("event-{i:08}")),
+                )),
+            ),
+            // Few distinct values: dictionary.
+            (
+                "qty",
+                Arc::new(Int32Array::from_iter_values(
+                    (0..rows).map(|i| (i % 9) as i32),
+                )),
+            ),
+            (
+                "category",
+                Arc::new(StringArray::from_iter_values(
+                    (0..rows).map(|i| format!("c{}", i % 40)),
+                )),
+            ),
+            // Half the values repeat: index bits + dictionary still beat 8-byte values.
+            (
+                "user_id",
+                Arc::new(Int64Array::from_iter_values((0..rows).map(|i| i / 2))),
+            ),
+            // Mostly null: too few values to judge, the default stays.
+            (
+                "rare",
+                Arc::new(Int64Array::from_iter(
+                    (0..rows).map(|i| (i % 100 == 0).then_some(i)),
+                )),
+            ),
+        ])
+        .expect("batch");
+        assert_eq!(plain_columns(&batch), ["id", "amount", "payload"]);
+        // A slice reads its own rows (offsets into shared buffers).
+        let tail = batch.slice(4096, 2048);
+        assert_eq!(plain_columns(&tail), ["id", "amount", "payload"]);
+        assert!(plain_columns(&batch.slice(0, 100)).is_empty());
     }
 }
