@@ -13,13 +13,13 @@ use futures::{StreamExt, TryStreamExt};
 use iceberg::arrow::ArrowFileReader;
 use iceberg::io::FileMetadata;
 use iceberg::spec::SchemaRef;
-use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+use parquet::arrow::arrow_reader::{ArrowReaderMetadata, ArrowReaderOptions};
 use parquet::arrow::{PARQUET_FIELD_ID_META_KEY, ParquetRecordBatchStreamBuilder, ProjectionMask};
 use parquet::schema::types::SchemaDescriptor;
 use roaring::RoaringTreemap;
 
 use super::plan::{DeleteKind, FileGroup, GroupDeleteFile};
-use super::read::{DataReader, READ_BATCH_ROWS, WHOLE_FILE_BYTES, storage_err};
+use super::read::{DataReader, READ_BATCH_ROWS, WHOLE_FILE_BYTES, decode, storage_err};
 use crate::catalog::LoadedTable;
 use crate::error::{Error, Result};
 
@@ -123,13 +123,10 @@ pub(crate) async fn read_position_file(
             .read()
             .await
             .map_err(|e| storage_err(&del.path, "open position delete file", e))?;
-        let builder = ParquetRecordBatchReaderBuilder::try_new(bytes)
+        let meta = ArrowReaderMetadata::load(&bytes, ArrowReaderOptions::new())
             .map_err(|e| bad(format!("cannot read position delete file: {e}")))?;
-        let (mask, p, q) = position_columns(builder.parquet_schema(), &bad)?;
-        let batches = builder
-            .with_projection(mask)
-            .with_batch_size(READ_BATCH_ROWS)
-            .build()
+        let (mask, p, q) = position_columns(meta.parquet_schema(), &bad)?;
+        let batches = decode(bytes, meta, mask)
             .map_err(|e| bad(format!("cannot read position delete file: {e}")))?;
         for batch in batches {
             let batch = batch.map_err(|e| bad(format!("cannot read position delete file: {e}")))?;

@@ -374,7 +374,9 @@ mod tests {
     use arrow_schema::{DataType, Field};
     use parquet::arrow::ArrowWriter;
     use parquet::arrow::ProjectionMask;
-    use parquet::arrow::arrow_reader::{ArrowReaderMetadata, ParquetRecordBatchReaderBuilder};
+    use parquet::arrow::arrow_reader::{
+        ArrowReaderMetadata, ArrowReaderOptions, ParquetRecordBatchReaderBuilder,
+    };
     use parquet::basic::ZstdLevel;
     use parquet::file::properties::{WriterProperties, WriterVersion};
 
@@ -382,12 +384,16 @@ mod tests {
 
     /// Rows with nulls, repeated and nested values, dictionary-friendly and unique strings.
     fn batch(rows: usize) -> RecordBatch {
-        let ids = Int64Array::from_iter((0..rows).map(|i| (i % 7 != 0).then_some(i as i64 * 31)));
+        let ids: Int64Array = (0..rows)
+            .map(|i| (i % 7 != 0).then_some(i as i64 * 31))
+            .collect();
         let cats = StringArray::from_iter_values((0..rows).map(|i| format!("c{}", i % 5)));
-        let uniq = StringArray::from_iter(
-            (0..rows).map(|i| (i % 11 != 3).then(|| format!("payload-{i}-{}", "x".repeat(i % 40)))),
-        );
-        let flags = BooleanArray::from_iter((0..rows).map(|i| (i % 3 != 0).then_some(i % 2 == 0)));
+        let uniq: StringArray = (0..rows)
+            .map(|i| (i % 11 != 3).then(|| format!("payload-{i}-{}", "x".repeat(i % 40))))
+            .collect();
+        let flags: BooleanArray = (0..rows)
+            .map(|i| (i % 3 != 0).then_some(i % 2 == 0))
+            .collect();
         let mut list = ListBuilder::new(Int32Builder::new());
         for i in 0..rows {
             if i % 13 == 0 {
@@ -428,7 +434,7 @@ mod tests {
     }
 
     fn read(bytes: &Bytes, ours: bool) -> Result<Vec<RecordBatch>> {
-        let meta = ArrowReaderMetadata::load(bytes, Default::default())?;
+        let meta = ArrowReaderMetadata::load(bytes, ArrowReaderOptions::default())?;
         let mask = ProjectionMask::all();
         if ours {
             assert!(supported(meta.metadata(), bytes.len()));
@@ -495,12 +501,13 @@ mod tests {
             .set_compression(Compression::SNAPPY)
             .build();
         let bytes = write(props, 100);
-        let meta = ArrowReaderMetadata::load(&bytes, Default::default()).expect("footer");
+        let meta =
+            ArrowReaderMetadata::load(&bytes, ArrowReaderOptions::default()).expect("footer");
         assert!(!supported(meta.metadata(), bytes.len()));
         // A file cut short: its chunks no longer fit.
         let (name, props) = variants().remove(0);
         let bytes = write(props, 100);
-        let meta = ArrowReaderMetadata::load(&bytes, Default::default()).expect(name);
+        let meta = ArrowReaderMetadata::load(&bytes, ArrowReaderOptions::default()).expect(name);
         assert!(supported(meta.metadata(), bytes.len()));
         assert!(!supported(meta.metadata(), 100));
     }
@@ -513,7 +520,8 @@ mod tests {
     fn corrupt_pages_are_errors_not_panics() {
         for (name, props) in variants().into_iter().take(2) {
             let bytes = write(props, 300);
-            let meta = ArrowReaderMetadata::load(&bytes, Default::default()).expect(name);
+            let meta =
+                ArrowReaderMetadata::load(&bytes, ArrowReaderOptions::default()).expect(name);
             let end = meta.metadata().row_groups()[0].columns()[0].compressed_size() as usize + 4;
             for at in 4..end.min(bytes.len()) {
                 for flip in [0x01u8, 0x80, 0xff] {

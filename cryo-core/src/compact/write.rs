@@ -637,9 +637,11 @@ mod tests {
             // Mostly null: too few values to judge, the default stays.
             (
                 "rare",
-                Arc::new(Int64Array::from_iter(
-                    (0..rows).map(|i| (i % 100 == 0).then_some(i)),
-                )),
+                Arc::new(
+                    (0..rows)
+                        .map(|i| (i % 100 == 0).then_some(i))
+                        .collect::<Int64Array>(),
+                ),
             ),
         ])
         .expect("batch");
