@@ -107,6 +107,18 @@
 //! - deletes: the group's position deletes (8 bytes a position) and equality keys, as every
 //!   Iceberg engine holds them.
 //!
+//! Two choices the Parquet crate would make differently:
+//!
+//! - small files (read whole) with zstd or uncompressed chunks are paged by Cryo and
+//!   decompressed with one zstd context per thread, straight into each page's buffer; the
+//!   crate (58) creates a compressor and a decompressor for every column chunk it opens and
+//!   copies every page once more. Other codecs, and chunks whose offsets do not fit the file,
+//!   take the crate's reader;
+//! - a column whose first rows in the group would not shrink under a dictionary (dictionary
+//!   plus indices at least as large as the plain values: Java's test after a column's first
+//!   page) is written plain from the start; the crate keeps a dictionary until it reaches
+//!   `write.parquet.dict-size-bytes` and then falls back, having hashed those values for nothing.
+//!
 //! A run rewrites [`RunOptions::parallel_groups`] groups at once (by default one more than the
 //! cores, so that a core whose group waits on a read or on its channel finds another group's
 //! work), so its bound is that many times a group's.
