@@ -3,9 +3,10 @@
 //!
 //! The Parquet crate (58) creates a zstd compressor and a decompressor for every column chunk
 //! it opens, and copies every page once more after decompressing it. A compaction of small
-//! files opens tens of thousands of column chunks (the benchmark: 3,328 files × 8 columns),
-//! so that setup and the extra copy were about a twentieth of a rewrite's CPU. Here each page
-//! is decompressed straight into a buffer of its declared size, with the thread's context.
+//! files opens tens of thousands of column chunks (the benchmark: 3,328 files × 8 columns, and
+//! as many delete files × 2), and paging them here took 8–13% off the benchmark's CPU in
+//! alternating runs. Each page is decompressed straight into a buffer of its declared size,
+//! with the thread's context.
 //!
 //! Only zstd and uncompressed chunks are paged here ([`supported`]); files with other codecs,
 //! or whose chunk offsets do not fit the file, take the Parquet crate's own reader. Page headers
