@@ -206,7 +206,7 @@ pub(crate) fn write_settings(
 /// the group's first rows: `distinct × width + rows × index bits / 8 ≥ rows × width`.
 fn plain_columns(sample: &RecordBatch) -> Vec<String> {
     use arrow_array::Array;
-    use arrow_array::cast::AsArray;
+    use arrow_array::types::{BinaryType, LargeBinaryType, LargeUtf8Type, Utf8Type};
     use arrow_schema::DataType;
 
     let mut plain = Vec::new();
@@ -218,20 +218,10 @@ fn plain_columns(sample: &RecordBatch) -> Vec<String> {
         )) * 4;
         let data = column.to_data();
         let values: Vec<&[u8]> = match field.data_type() {
-            DataType::Utf8 => column
-                .as_string::<i32>()
-                .iter()
-                .flatten()
-                .map(str::as_bytes)
-                .collect(),
-            DataType::LargeUtf8 => column
-                .as_string::<i64>()
-                .iter()
-                .flatten()
-                .map(str::as_bytes)
-                .collect(),
-            DataType::Binary => column.as_binary::<i32>().iter().flatten().collect(),
-            DataType::LargeBinary => column.as_binary::<i64>().iter().flatten().collect(),
+            DataType::Utf8 => byte_values::<Utf8Type>(column),
+            DataType::LargeUtf8 => byte_values::<LargeUtf8Type>(column),
+            DataType::Binary => byte_values::<BinaryType>(column),
+            DataType::LargeBinary => byte_values::<LargeBinaryType>(column),
             t => match t.primitive_width() {
                 // Booleans are never dictionary-encoded; nested columns keep the default.
                 Some(width) if width >= 4 && !matches!(t, DataType::Boolean) => {
@@ -267,6 +257,20 @@ fn plain_columns(sample: &RecordBatch) -> Vec<String> {
         }
     }
     plain
+}
+
+/// The non-null values of a string or binary column, as bytes.
+fn byte_values<T: arrow_array::types::ByteArrayType>(column: &dyn arrow_array::Array) -> Vec<&[u8]>
+where
+    T::Native: AsRef<[u8]>,
+{
+    use arrow_array::cast::AsArray;
+    column
+        .as_bytes::<T>()
+        .iter()
+        .flatten()
+        .map(AsRef::as_ref)
+        .collect()
 }
 
 type Rolling =
