@@ -128,6 +128,7 @@
 //! streaming; writers get a quarter. Sorting needs the `datafusion` feature; planning does not.
 
 mod deletes;
+mod local_out;
 mod options;
 mod pages;
 mod plan;

@@ -14,13 +14,14 @@ use iceberg::spec::{
 use iceberg::writer::CurrentFileStatus;
 use iceberg::writer::file_writer::ParquetWriterBuilder;
 use iceberg::writer::file_writer::location_generator::{
-    DefaultFileNameGenerator, DefaultLocationGenerator,
+    DefaultFileNameGenerator, DefaultLocationGenerator, LocationGenerator,
 };
 use iceberg::writer::file_writer::rolling_writer::{RollingFileWriter, RollingFileWriterBuilder};
 use parquet::basic::{Compression, GzipLevel, ZstdLevel};
 use parquet::file::properties::WriterProperties;
 use parquet::schema::types::ColumnPath;
 
+use super::local_out::LocalRolling;
 use crate::catalog::LoadedTable;
 use crate::error::{Error, Result};
 
@@ -276,10 +277,55 @@ where
 type Rolling =
     RollingFileWriter<ParquetWriterBuilder, DefaultLocationGenerator, DefaultFileNameGenerator>;
 
+/// Where one partition's files go: straight to local files, or through upstream's writers (and
+/// the table's file I/O) for object stores.
+enum Files {
+    Local(Box<LocalRolling>),
+    Upstream(Box<Rolling>),
+}
+
+impl Files {
+    async fn write(
+        &mut self,
+        key: Option<&PartitionKey>,
+        batch: &RecordBatch,
+        table: &str,
+    ) -> Result<()> {
+        match self {
+            Self::Local(w) => w.write(key, batch),
+            Self::Upstream(w) => w
+                .write(&key.cloned(), batch)
+                .await
+                .map_err(|e| write_err(table, &e)),
+        }
+    }
+
+    fn current_file_path(&self) -> String {
+        match self {
+            Self::Local(w) => w.current_file_path(),
+            Self::Upstream(w) => w.current_file_path(),
+        }
+    }
+
+    fn current_written_size(&self) -> u64 {
+        match self {
+            Self::Local(w) => w.current_written_size(),
+            Self::Upstream(w) => w.current_written_size() as u64,
+        }
+    }
+
+    async fn close(self, table: &str) -> Result<Vec<DataFileBuilder>> {
+        match self {
+            Self::Local(w) => w.close(),
+            Self::Upstream(w) => w.close().await.map_err(|e| write_err(table, &e)),
+        }
+    }
+}
+
 struct OpenWriter {
     key: Option<PartitionKey>,
     data: Struct,
-    writer: Rolling,
+    writer: Files,
     wrote: bool,
 }
 
@@ -420,10 +466,7 @@ impl GroupWriter {
                 .writers
                 .get_mut(&path)
                 .ok_or_else(|| Error::Internal("writer vanished".into()))?;
-            w.writer
-                .write(&w.key, &part)
-                .await
-                .map_err(|e| write_err(&name, &e))?;
+            w.writer.write(w.key.as_ref(), &part, &name).await?;
             w.wrote = true;
             let current = w.writer.current_file_path();
             if !self.paths.contains(&current) {
@@ -442,7 +485,7 @@ impl GroupWriter {
         self.writers
             .values()
             .filter(|w| w.wrote)
-            .map(|w| w.writer.current_written_size() as u64)
+            .map(|w| w.writer.current_written_size())
             .sum()
     }
 
@@ -461,14 +504,29 @@ impl GroupWriter {
             DataFileFormat::Parquet,
         );
         self.next_writer += 1;
-        let writer = RollingFileWriterBuilder::new(
-            ParquetWriterBuilder::new(self.settings.properties.clone(), Arc::clone(&self.schema)),
-            self.settings.target_file_size as usize,
-            self.table.file_io.clone(),
-            locations,
-            names,
-        )
-        .build();
+        let writer = if LocalRolling::serves(&locations.generate_location(key.as_ref(), "probe")) {
+            Files::Local(Box::new(LocalRolling::new(
+                Arc::clone(&self.schema),
+                self.settings.properties.clone(),
+                self.settings.target_file_size,
+                locations,
+                names,
+            )?))
+        } else {
+            Files::Upstream(Box::new(
+                RollingFileWriterBuilder::new(
+                    ParquetWriterBuilder::new(
+                        self.settings.properties.clone(),
+                        Arc::clone(&self.schema),
+                    ),
+                    self.settings.target_file_size as usize,
+                    self.table.file_io.clone(),
+                    locations,
+                    names,
+                )
+                .build(),
+            ))
+        };
         Ok(OpenWriter {
             data: key
                 .as_ref()
@@ -496,7 +554,7 @@ impl GroupWriter {
 
     async fn close_one(&mut self, w: OpenWriter) -> Result<()> {
         let name = self.table.id.to_string();
-        let builders = w.writer.close().await.map_err(|e| write_err(&name, &e))?;
+        let builders = w.writer.close(&name).await?;
         for mut b in builders {
             b.partition(w.data.clone())
                 .partition_spec_id(self.spec.spec_id())
