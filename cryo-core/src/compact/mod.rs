@@ -11,7 +11,8 @@
 //!  rewrite_group(table, plan, group, options)
 //!    data files ──read (by field id → current schema)──▶ positions / DVs / equality deletes
 //!       applied and counted ──▶ [sort / z-order: DataFusion SortExec, spills] ──▶ split by the
-//!       current spec ──▶ rolling Parquet writers (table codec, row group, metrics modes)
+//!       current spec ──▶ rolling Parquet writers (table codec, row group, metrics modes;
+//!       local tables: straight to the files, O_DIRECT where the filesystem takes it)
 //!                                                  │
 //!                                                  ▼
 //!  RewrittenGroup { new files, removed data files, removed delete files, rows read / deleted /

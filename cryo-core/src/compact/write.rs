@@ -1,6 +1,7 @@
 //! Streaming output: rows split by the table's default partition spec into rolling Parquet
-//! writers (upstream's `ParquetWriterBuilder` + `RollingFileWriterBuilder`, so field ids and
-//! column metrics come with the files), with the table's write properties.
+//! writers with the table's write properties: on object stores upstream's rolling
+//! `ParquetWriter`s (field ids and column metrics come with the files), on local filesystems
+//! [`LocalRolling`], which writes the same files and entries without their copies.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
