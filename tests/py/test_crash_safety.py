@@ -12,7 +12,8 @@ seeded random delay from the process start.
 The table (``db.events``, PyIceberg ``SqlCatalog`` on sqlite, ``file://`` warehouse) is written by
 PyIceberg: 40 appends over 6 ``region`` partitions, then a delete that drops the files of the first
 30 appends (what expiry has to delete). One partition holds ~11 MB of incompressible text, so its
-compacted file goes past Cryo's 8 MiB multipart threshold and is streamed through a staging file.
+compacted file spans more than one of the compactor's 8 MiB direct writes (a kill can leave it
+half-written at its final name); metadata files still go through ``object_store``'s staging files.
 Its rows' fingerprint (``cryo_peers.fingerprint``) is computed from the generator and checked
 against PyIceberg and DuckDB before anything runs. The table directory and the catalog are saved
 once and restored before every trial at the same path.
