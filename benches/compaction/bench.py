@@ -351,21 +351,45 @@ def markdown(result: dict) -> str:
     return "\n".join(lines)
 
 
-def targets(rows: list[dict]) -> list[dict]:
+def paired_ratios(rounds: list[dict], others: list[str]) -> list[float]:
+    """Per round: the fastest of ``others``' time over Cryo's time in that round (Cryo's throughput
+    relative to theirs). Contenders of one round run minutes apart, so these pairs share most of
+    the host's slowdowns that medians taken per contender across rounds do not."""
+    out = []
+    for rd in rounds:
+        c = rd["runs"].get("cryo")
+        times = [rd["runs"][n]["seconds"] for n in others if n in rd["runs"]]
+        if c and times:
+            out.append(min(times) / c["seconds"])
+    return out
+
+
+def targets(rows: list[dict], rounds: list[dict]) -> list[dict]:
+    """The issue's targets. With several rounds a throughput target is met when the median of the
+    per-round paired ratios meets it (the ratio of the median times is shown too)."""
     by = {r["contender"]: r for r in rows}
     out = []
     if "cryo" not in by:
         return out
     c = by["cryo"]
-    raws = [by[n] for n in RAW if n in by]
+
+    def throughput(target: str, others: list[str], factor: float, label: str) -> dict:
+        ratio = min(by[n]["seconds"] for n in others) / c["seconds"]
+        pairs = paired_ratios(rounds, others)
+        paired = statistics.median(pairs) if pairs else ratio
+        hits = sum(1 for x in pairs if x >= factor)
+        per_round = ", ".join(f"{x:.2f}×" for x in pairs)
+        return {"target": target, "met": paired >= factor,
+                "detail": f"per round (same-round pairs) {per_round}: median {paired:.2f}×, {hits}/{len(pairs)} rounds "
+                          f"≥ {factor:g}×; ratio of median times vs {label} {ratio:.2f}×",
+                "paired_ratios": pairs, "paired_median": paired, "median_ratio": ratio}
+
+    raws = [n for n in RAW if n in by]
     if raws:
-        best = max(raws, key=lambda r: r["mb_per_s"])
-        out.append({"target": "Cryo ≥ fastest raw rewrite", "met": c["mb_per_s"] >= best["mb_per_s"],
-                    "detail": f"Cryo {c['mb_per_s']:.1f} MB/s vs {best['contender']} {best['mb_per_s']:.1f} MB/s ({c['mb_per_s'] / best['mb_per_s']:.2f}×)"})
+        out.append(throughput("Cryo ≥ fastest raw rewrite", raws, 1.0, "the fastest raw"))
     if "spark" in by:
         s = by["spark"]
-        out.append({"target": "Cryo ≥ 5× Spark", "met": c["mb_per_s"] >= 5 * s["mb_per_s"],
-                    "detail": f"Cryo {c['mb_per_s']:.1f} MB/s vs Spark {s['mb_per_s']:.1f} MB/s ({c['mb_per_s'] / s['mb_per_s']:.2f}×)"})
+        out.append(throughput("Cryo ≥ 5× Spark", ["spark"], 5.0, "Spark"))
         out.append({"target": "query speedup of Cryo's output ≥ Spark's", "met": c["query_speedup"]["geomean"] >= s["query_speedup"]["geomean"],
                     "detail": f"Cryo {c['query_speedup']['geomean']:.2f}× vs Spark {s['query_speedup']['geomean']:.2f}× (geometric mean over {len(c['query_speedup']['per_query'])} queries)"})
     out.append({"target": "Cryo peak RSS (compare across --size-mb runs: must not grow with the table)", "met": True,
@@ -430,7 +454,7 @@ def main() -> int:
         result["rounds"] = rounds
         result["queries_before"] = median_queries([rd["queries_before"] for rd in rounds])
         result["contenders"] = [aggregate([rd["runs"][name] for rd in rounds], result["queries_before"]) for name in contenders]
-        result["targets"] = targets(result["contenders"])
+        result["targets"] = targets(result["contenders"], rounds)
         md = markdown(result)
         result["markdown"] = md
         print(md)
