@@ -240,7 +240,7 @@ impl LocalRolling {
         };
         count_nans(batch, &mut self.nans);
         if let Err(e) = f.writer.write(batch) {
-            let e = parquet_error(&f.location, &e);
+            let e = write_error(&f.location, &e);
             self.abandon_current();
             return Err(e);
         }
@@ -254,7 +254,7 @@ impl LocalRolling {
             .generate_location(key, &self.names.generate_file_name());
         let path = local_file_path(&location)
             .ok_or_else(|| Error::Internal(format!("{location} is not a local file location")))?;
-        let sink = LocalSink::create(path.clone()).map_err(|e| io_error(&location, &e))?;
+        let sink = LocalSink::create(path.clone()).map_err(|e| write_error(&location, &e))?;
         match ArrowWriter::try_new(
             sink,
             Arc::clone(&self.arrow_schema),
@@ -270,7 +270,7 @@ impl LocalRolling {
             }
             Err(e) => {
                 remove_quietly(&path);
-                Err(parquet_error(&location, &e))
+                Err(write_error(&location, &e))
             }
         }
     }
@@ -313,8 +313,8 @@ impl LocalRolling {
                 .inner_mut()
                 .finish()
                 .map(|size| (md, size))
-                .map_err(|e| io_error(&f.location, &e)),
-            Err(e) => Err(parquet_error(&f.location, &e)),
+                .map_err(|e| write_error(&f.location, &e)),
+            Err(e) => Err(write_error(&f.location, &e)),
         };
         let path = f.writer.inner().path.clone();
         match finished {
@@ -352,16 +352,8 @@ fn remove_quietly(path: &std::path::Path) {
     }
 }
 
-fn io_error(location: &str, e: &std::io::Error) -> Error {
-    Error::Storage {
-        path: location.to_string(),
-        message: format!("write Parquet: {e}"),
-        source: None,
-        retryable: false,
-    }
-}
-
-fn parquet_error(location: &str, e: &parquet::errors::ParquetError) -> Error {
+/// A failure writing the file at `location` (an I/O or a Parquet error).
+fn write_error(location: &str, e: &dyn std::fmt::Display) -> Error {
     Error::Storage {
         path: location.to_string(),
         message: format!("write Parquet: {e}"),
