@@ -29,11 +29,12 @@ use iceberg::spec::{
 use iceberg::writer::file_writer::location_generator::{
     DefaultFileNameGenerator, DefaultLocationGenerator, FileNameGenerator, LocationGenerator,
 };
-use parquet::arrow::{ArrowWriter, PARQUET_FIELD_ID_META_KEY};
+use parquet::arrow::ArrowWriter;
 use parquet::file::metadata::ParquetMetaData;
 use parquet::file::properties::WriterProperties;
 use parquet::file::statistics::Statistics;
 
+use super::read::field_id;
 use crate::error::{Error, Result};
 use crate::io::local_file_path;
 
@@ -138,15 +139,6 @@ impl Write for LocalSink {
     /// reach an `O_DIRECT` file).
     fn flush(&mut self) -> std::io::Result<()> {
         Ok(())
-    }
-}
-
-impl std::fmt::Debug for LocalSink {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("LocalSink")
-            .field("path", &self.path)
-            .field("direct", &self.direct)
-            .finish_non_exhaustive()
     }
 }
 
@@ -360,14 +352,6 @@ fn write_error(location: &str, e: &dyn std::fmt::Display) -> Error {
         source: None,
         retryable: false,
     }
-}
-
-/// The field id Parquet records for an Arrow field.
-fn field_id(field: &arrow_schema::Field) -> Option<i32> {
-    field
-        .metadata()
-        .get(PARQUET_FIELD_ID_META_KEY)
-        .and_then(|v| v.parse().ok())
 }
 
 /// Add the NaN values of every float column of `batch` (nested ones included) to `counts`, by

@@ -264,7 +264,8 @@ pub(crate) fn decode(
         .build()
 }
 
-fn field_id(f: &arrow_schema::Field) -> Option<i32> {
+/// The field id Parquet records for an Arrow field.
+pub(crate) fn field_id(f: &arrow_schema::Field) -> Option<i32> {
     f.metadata()
         .get(PARQUET_FIELD_ID_META_KEY)
         .and_then(|v| v.parse().ok())
