@@ -80,25 +80,37 @@ impl WrittenFiles {
     }
 }
 
-/// Java's column metrics modes (`write.metadata.metrics.default`).
+/// Java's column metrics modes (`write.metadata.metrics.default` and per-column overrides).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum MetricsMode {
+pub(crate) enum MetricsMode {
     None,
     Counts,
     /// `full` and `truncate(n)`: what the Parquet writer records (exact bounds only).
     Bounds,
 }
 
-struct WriteConfig {
-    properties: WriterProperties,
-    codec: String,
-    codec_defaulted: bool,
-    target_file_size: usize,
-    delete_target_file_size: usize,
-    metrics: MetricsMode,
+/// A metrics mode as a table property spells it (unknown modes keep bounds, as Java's default).
+pub(crate) fn metrics_mode(v: &str) -> MetricsMode {
+    match v.trim().to_ascii_lowercase().as_str() {
+        "none" => MetricsMode::None,
+        "counts" => MetricsMode::Counts,
+        _ => MetricsMode::Bounds,
+    }
 }
 
-fn write_config(table: &LoadedTable) -> Result<WriteConfig> {
+/// The Parquet codec a table's properties ask for.
+pub(crate) struct ParquetCodec {
+    pub(crate) compression: Compression,
+    /// As receipts show it, e.g. `zstd(3)`.
+    pub(crate) label: String,
+    /// True when the table sets no `write.parquet.compression-codec` and Cryo chose zstd.
+    pub(crate) defaulted: bool,
+}
+
+/// The codec and level of `table`'s `write.parquet.compression-*` properties (zstd at Java's
+/// level 3 when unset); an error for a `write.format.default` other than Parquet, a codec Cryo
+/// does not write, or a level the codec does not take.
+pub(crate) fn parquet_codec(table: &LoadedTable) -> Result<ParquetCodec> {
     let p = table.metadata.properties();
     let name = &table.id;
     if let Some(format) = p.get(FILE_FORMAT)
@@ -121,7 +133,7 @@ fn write_config(table: &LoadedTable) -> Result<WriteConfig> {
     let codec_name = p.get(PARQUET_CODEC).map(|c| c.trim().to_ascii_lowercase());
     let bad_level =
         |e: parquet::errors::ParquetError| Error::config(format!("{name}: {PARQUET_LEVEL}: {e}"));
-    let (compression, codec) = match codec_name.as_deref().unwrap_or("zstd") {
+    let (compression, label) = match codec_name.as_deref().unwrap_or("zstd") {
         "zstd" => {
             let l = level.unwrap_or(DEFAULT_ZSTD_LEVEL);
             (
@@ -149,32 +161,47 @@ fn write_config(table: &LoadedTable) -> Result<WriteConfig> {
             )));
         }
     };
-    let size = |key: &str, default: u64| -> Result<usize> {
-        match p.get(key).map(|v| v.trim()) {
-            None | Some("") => Ok(default as usize),
-            Some(v) => v
-                .parse::<u64>()
-                .ok()
-                .filter(|n| *n > 0)
-                .map(|n| n as usize)
-                .ok_or_else(|| Error::config(format!("{name}: {key}={v} is not a positive size"))),
-        }
-    };
-    let metrics = match p
+    Ok(ParquetCodec {
+        compression,
+        label,
+        defaulted: codec_name.is_none(),
+    })
+}
+
+/// A positive byte size from `table`'s property `key`, `default` when unset.
+pub(crate) fn positive_size(table: &LoadedTable, key: &str, default: u64) -> Result<u64> {
+    match table.metadata.properties().get(key).map(|v| v.trim()) {
+        None | Some("") => Ok(default),
+        Some(v) => v.parse::<u64>().ok().filter(|n| *n > 0).ok_or_else(|| {
+            Error::config(format!("{}: {key}={v} is not a positive size", table.id))
+        }),
+    }
+}
+
+struct WriteConfig {
+    properties: WriterProperties,
+    codec: String,
+    codec_defaulted: bool,
+    target_file_size: usize,
+    delete_target_file_size: usize,
+    metrics: MetricsMode,
+}
+
+fn write_config(table: &LoadedTable) -> Result<WriteConfig> {
+    let codec = parquet_codec(table)?;
+    let size = |key: &str, default: u64| positive_size(table, key, default).map(|n| n as usize);
+    let metrics = table
+        .metadata
+        .properties()
         .get(METRICS_DEFAULT)
-        .map(|m| m.trim().to_ascii_lowercase())
-    {
-        Some(m) if m == "none" => MetricsMode::None,
-        Some(m) if m == "counts" => MetricsMode::Counts,
-        _ => MetricsMode::Bounds,
-    };
+        .map_or(MetricsMode::Bounds, |m| metrics_mode(m));
     Ok(WriteConfig {
         properties: WriterProperties::builder()
-            .set_compression(compression)
+            .set_compression(codec.compression)
             .set_created_by(CREATED_BY.to_string())
             .build(),
-        codec,
-        codec_defaulted: codec_name.is_none(),
+        codec: codec.label,
+        codec_defaulted: codec.defaulted,
         target_file_size: size(TARGET_FILE_SIZE, DEFAULT_TARGET_FILE_SIZE)?,
         delete_target_file_size: size(DELETE_TARGET_FILE_SIZE, DEFAULT_DELETE_TARGET_FILE_SIZE)?,
         metrics,

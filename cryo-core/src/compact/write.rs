@@ -18,22 +18,19 @@ use iceberg::writer::file_writer::location_generator::{
     DefaultFileNameGenerator, DefaultLocationGenerator, LocationGenerator,
 };
 use iceberg::writer::file_writer::rolling_writer::{RollingFileWriter, RollingFileWriterBuilder};
-use parquet::basic::{Compression, GzipLevel, ZstdLevel};
 use parquet::file::properties::WriterProperties;
 use parquet::schema::types::ColumnPath;
 
 use super::local_out::LocalRolling;
 use crate::catalog::LoadedTable;
+use crate::commit::write::{MetricsMode, metrics_mode, parquet_codec, positive_size};
 use crate::error::{Error, Result};
 
-const PARQUET_CODEC: &str = "write.parquet.compression-codec";
-const PARQUET_LEVEL: &str = "write.parquet.compression-level";
 const ROW_GROUP_BYTES: &str = "write.parquet.row-group-size-bytes";
 const PAGE_BYTES: &str = "write.parquet.page-size-bytes";
 const DICT_BYTES: &str = "write.parquet.dict-size-bytes";
 const METRICS_DEFAULT: &str = "write.metadata.metrics.default";
 const METRICS_COLUMN: &str = "write.metadata.metrics.column.";
-const FILE_FORMAT: &str = "write.format.default";
 /// Java's defaults.
 const DEFAULT_ROW_GROUP_BYTES: u64 = 128 << 20;
 const DEFAULT_PAGE_BYTES: u64 = 1 << 20;
@@ -41,29 +38,11 @@ const DEFAULT_PAGE_BYTES: u64 = 1 << 20;
 const DEFAULT_DICT_BYTES: u64 = 2 << 20;
 /// Rows of a group's first batch that decide which columns are written without a dictionary.
 const DICTIONARY_SAMPLE_ROWS: usize = 8192;
-const DEFAULT_ZSTD_LEVEL: i32 = 3;
 /// Rows whose partition values are computed to find that input of one partition of the default
 /// spec is what it says (the rest of the group's rows are not split again).
 const PARTITION_PROBE_ROWS: usize = 8192;
 /// Fixed buffers of one open Parquet writer, as budgeted (column and page buffers).
 const WRITER_FLOOR_BYTES: u64 = 4 << 20;
-
-/// Java's column metrics modes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum MetricsMode {
-    None,
-    Counts,
-    /// `full` and `truncate(n)`: the exact bounds the Parquet writer records.
-    Bounds,
-}
-
-fn metrics_mode(v: &str) -> MetricsMode {
-    match v.trim().to_ascii_lowercase().as_str() {
-        "none" => MetricsMode::None,
-        "counts" => MetricsMode::Counts,
-        _ => MetricsMode::Bounds,
-    }
-}
 
 /// The table's write settings, resolved once per rewrite.
 #[derive(Debug, Clone)]
@@ -77,15 +56,6 @@ pub(crate) struct WriteSettings {
     metrics: HashMap<i32, MetricsMode>,
 }
 
-fn parse_size(table: &LoadedTable, key: &str, default: u64) -> Result<u64> {
-    match table.metadata.properties().get(key).map(|v| v.trim()) {
-        None | Some("") => Ok(default),
-        Some(v) => v.parse::<u64>().ok().filter(|n| *n > 0).ok_or_else(|| {
-            Error::config(format!("{}: {key}={v} is not a positive size", table.id))
-        }),
-    }
-}
-
 /// Codec, level, row-group and page sizes and metrics modes from the table's properties.
 ///
 /// The row group is capped at half of `writer_budget` so that one in-progress row group per
@@ -96,59 +66,11 @@ pub(crate) fn write_settings(
     writer_budget: u64,
 ) -> Result<WriteSettings> {
     let p = table.metadata.properties();
-    let name = &table.id;
-    if let Some(format) = p.get(FILE_FORMAT)
-        && !format.eq_ignore_ascii_case("parquet")
-    {
-        return Err(Error::unsupported(format!(
-            "{name}: {FILE_FORMAT}={format} (Cryo writes Parquet)"
-        )));
-    }
-    let level = match p
-        .get(PARQUET_LEVEL)
-        .map(|v| v.trim())
-        .filter(|v| !v.is_empty())
-    {
-        Some(v) => Some(v.parse::<i32>().map_err(|_| {
-            Error::config(format!("{name}: {PARQUET_LEVEL}={v} is not an integer"))
-        })?),
-        None => None,
-    };
-    let codec_name = p.get(PARQUET_CODEC).map(|c| c.trim().to_ascii_lowercase());
-    let bad_level =
-        |e: parquet::errors::ParquetError| Error::config(format!("{name}: {PARQUET_LEVEL}: {e}"));
-    let (compression, codec) = match codec_name.as_deref().unwrap_or("zstd") {
-        "zstd" => {
-            let l = level.unwrap_or(DEFAULT_ZSTD_LEVEL);
-            (
-                Compression::ZSTD(ZstdLevel::try_new(l).map_err(bad_level)?),
-                format!("zstd({l})"),
-            )
-        }
-        "gzip" => {
-            let l = level.map_or(Ok(GzipLevel::default()), |l| {
-                GzipLevel::try_new(u32::try_from(l).unwrap_or(u32::MAX)).map_err(bad_level)
-            })?;
-            (
-                Compression::GZIP(l),
-                format!("gzip({})", l.compression_level()),
-            )
-        }
-        "snappy" => (Compression::SNAPPY, "snappy".to_string()),
-        // Java's `lz4` is Hadoop-framed LZ4, deprecated in Parquet; LZ4_RAW is what current
-        // readers expect.
-        "lz4" | "lz4_raw" => (Compression::LZ4_RAW, "lz4_raw".to_string()),
-        "uncompressed" | "none" => (Compression::UNCOMPRESSED, "uncompressed".to_string()),
-        other => {
-            return Err(Error::unsupported(format!(
-                "{name}: {PARQUET_CODEC}={other} (Cryo writes zstd, gzip, snappy, lz4 or uncompressed)"
-            )));
-        }
-    };
-    let row_group_bytes = parse_size(table, ROW_GROUP_BYTES, DEFAULT_ROW_GROUP_BYTES)?
+    let codec = parquet_codec(table)?;
+    let row_group_bytes = positive_size(table, ROW_GROUP_BYTES, DEFAULT_ROW_GROUP_BYTES)?
         .min((writer_budget / 2).max(1 << 20));
-    let page_bytes = parse_size(table, PAGE_BYTES, DEFAULT_PAGE_BYTES)?;
-    let dict_bytes = parse_size(table, DICT_BYTES, DEFAULT_DICT_BYTES)?;
+    let page_bytes = positive_size(table, PAGE_BYTES, DEFAULT_PAGE_BYTES)?;
+    let dict_bytes = positive_size(table, DICT_BYTES, DEFAULT_DICT_BYTES)?;
     let default_mode = p
         .get(METRICS_DEFAULT)
         .map_or(MetricsMode::Bounds, |m| metrics_mode(m));
@@ -180,7 +102,7 @@ pub(crate) fn write_settings(
         }
     }
     let properties = WriterProperties::builder()
-        .set_compression(compression)
+        .set_compression(codec.compression)
         .set_max_row_group_row_count(None)
         .set_max_row_group_bytes(Some(row_group_bytes as usize))
         .set_data_page_size_limit(page_bytes as usize)
@@ -189,8 +111,8 @@ pub(crate) fn write_settings(
         .build();
     Ok(WriteSettings {
         properties,
-        codec,
-        codec_defaulted: codec_name.is_none(),
+        codec: codec.label,
+        codec_defaulted: codec.defaulted,
         target_file_size,
         row_group_bytes,
         metrics,
