@@ -222,6 +222,21 @@ impl Error {
         }
     }
 
+    /// A failed operation on one of Cryo's own local files (lock, fence, receipt log): not
+    /// retried, the path and the I/O error kept.
+    pub(crate) fn local_file(
+        path: &std::path::Path,
+        message: impl fmt::Display,
+        e: std::io::Error,
+    ) -> Self {
+        Error::Storage {
+            path: path.display().to_string(),
+            message: message.to_string(),
+            source: Some(Box::new(e)),
+            retryable: false,
+        }
+    }
+
     pub(crate) fn metadata(
         table: impl fmt::Display,
         location: impl fmt::Display,

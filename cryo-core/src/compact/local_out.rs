@@ -34,7 +34,7 @@ use parquet::file::metadata::ParquetMetaData;
 use parquet::file::properties::WriterProperties;
 use parquet::file::statistics::Statistics;
 
-use super::read::field_id;
+use super::read::{field_id, parquet_err};
 use crate::error::{Error, Result};
 use crate::io::local_file_path;
 
@@ -232,7 +232,7 @@ impl LocalRolling {
         };
         count_nans(batch, &mut self.nans);
         if let Err(e) = f.writer.write(batch) {
-            let e = write_error(&f.location, &e);
+            let e = parquet_err(&f.location, "write", &e);
             self.abandon_current();
             return Err(e);
         }
@@ -246,7 +246,8 @@ impl LocalRolling {
             .generate_location(key, &self.names.generate_file_name());
         let path = local_file_path(&location)
             .ok_or_else(|| Error::Internal(format!("{location} is not a local file location")))?;
-        let sink = LocalSink::create(path.clone()).map_err(|e| write_error(&location, &e))?;
+        let sink =
+            LocalSink::create(path.clone()).map_err(|e| parquet_err(&location, "write", &e))?;
         match ArrowWriter::try_new(
             sink,
             Arc::clone(&self.arrow_schema),
@@ -262,7 +263,7 @@ impl LocalRolling {
             }
             Err(e) => {
                 remove_quietly(&path);
-                Err(write_error(&location, &e))
+                Err(parquet_err(&location, "write", &e))
             }
         }
     }
@@ -305,8 +306,8 @@ impl LocalRolling {
                 .inner_mut()
                 .finish()
                 .map(|size| (md, size))
-                .map_err(|e| write_error(&f.location, &e)),
-            Err(e) => Err(write_error(&f.location, &e)),
+                .map_err(|e| parquet_err(&f.location, "write", &e)),
+            Err(e) => Err(parquet_err(&f.location, "write", &e)),
         };
         let path = f.writer.inner().path.clone();
         match finished {
@@ -345,15 +346,6 @@ fn remove_quietly(path: &std::path::Path) {
 }
 
 /// A failure writing the file at `location` (an I/O or a Parquet error).
-fn write_error(location: &str, e: &dyn std::fmt::Display) -> Error {
-    Error::Storage {
-        path: location.to_string(),
-        message: format!("write Parquet: {e}"),
-        source: None,
-        retryable: false,
-    }
-}
-
 /// Add the NaN values of every float column of `batch` (nested ones included) to `counts`, by
 /// field id; float columns without NaNs count 0 (upstream's entries list them too).
 fn count_nans(batch: &RecordBatch, counts: &mut HashMap<i32, u64>) {

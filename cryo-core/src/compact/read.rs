@@ -174,8 +174,9 @@ impl DataReader {
         };
         let owned = path.to_string();
         let batches = reader.map(move |b| {
-            let b = b.map_err(|e| parquet_err(&owned, &e))?;
-            plan.to_target(&b).map_err(|e| parquet_err(&owned, &e))
+            let b = b.map_err(|e| parquet_err(&owned, "read", &e))?;
+            plan.to_target(&b)
+                .map_err(|e| parquet_err(&owned, "read", &e))
         });
         Ok(Some(Box::pin(futures::stream::iter(batches))))
     }
@@ -271,10 +272,11 @@ pub(crate) fn field_id(f: &arrow_schema::Field) -> Option<i32> {
         .and_then(|v| v.parse().ok())
 }
 
-fn parquet_err(path: &str, e: &dyn std::fmt::Display) -> Error {
+/// A Parquet file that could not be read or written (`op`): not retried.
+pub(crate) fn parquet_err(path: &str, op: &str, e: &dyn std::fmt::Display) -> Error {
     Error::Storage {
         path: path.to_string(),
-        message: format!("read Parquet: {e}"),
+        message: format!("{op} Parquet: {e}"),
         source: None,
         retryable: false,
     }

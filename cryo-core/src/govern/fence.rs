@@ -217,13 +217,8 @@ async fn try_exclusive(file: &File, path: &Path, deadline: Instant) -> Result<bo
     }
 }
 
-fn io_err(path: &Path, what: &str, e: std::io::Error) -> Error {
-    Error::Storage {
-        path: path.display().to_string(),
-        message: format!("commit fence: {what}"),
-        source: Some(Box::new(e)),
-        retryable: false,
-    }
+fn io_err(path: &std::path::Path, what: &str, e: std::io::Error) -> Error {
+    Error::local_file(path, format_args!("commit fence: {what}"), e)
 }
 
 #[cfg(test)]

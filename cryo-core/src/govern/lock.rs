@@ -99,12 +99,7 @@ pub(super) fn table_file_stem(catalog: &str, table: &TableId) -> String {
 }
 
 fn io_err(path: &std::path::Path, what: &str, e: std::io::Error) -> Error {
-    Error::Storage {
-        path: path.display().to_string(),
-        message: format!("table lock: {what}"),
-        source: Some(Box::new(e)),
-        retryable: false,
-    }
+    Error::local_file(path, format_args!("table lock: {what}"), e)
 }
 
 fn read_holder(file: &mut File) -> LockHolder {

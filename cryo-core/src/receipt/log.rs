@@ -21,13 +21,8 @@ pub struct JsonLinesLog {
     path: PathBuf,
 }
 
-fn io_err(path: &Path, what: &str, e: std::io::Error) -> Error {
-    Error::Storage {
-        path: path.display().to_string(),
-        message: format!("receipt log: {what}"),
-        source: Some(Box::new(e)),
-        retryable: false,
-    }
+fn io_err(path: &std::path::Path, what: &str, e: std::io::Error) -> Error {
+    Error::local_file(path, format_args!("receipt log: {what}"), e)
 }
 
 impl JsonLinesLog {
