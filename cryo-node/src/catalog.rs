@@ -497,16 +497,15 @@ fn take_object(options: &mut Option<Value>, key: &str) -> napi::Result<Option<Ma
 fn trino_destinations(
     trino: Option<Map<String, Value>>,
 ) -> napi::Result<Vec<(String, Arc<dyn SqlEngine>)>> {
-    const DIALECT: [&str; 8] = [
-        "catalog",
-        "version",
-        "expireSnapshotsMinRetentionMs",
-        "expire_snapshots_min_retention_ms",
-        "removeOrphanFilesMinRetentionMs",
-        "remove_orphan_files_min_retention_ms",
-        "caseInsensitiveNameMatching",
-        "case_insensitive_name_matching",
-    ];
+    // The rendering options are cryo-core's `TrinoOptions` fields (in either spelling); every
+    // other key is the connection's.
+    let dialect_keys: Vec<String> = match serde_json::to_value(TrinoOptions::default()) {
+        Ok(Value::Object(fields)) => fields
+            .keys()
+            .flat_map(|k| [k.clone(), crate::convert::camel_case(k)])
+            .collect(),
+        _ => Vec::new(),
+    };
     let mut out = Vec::new();
     for (name, cfg) in trino.unwrap_or_default() {
         let Value::Object(mut cfg) = cfg else {
@@ -524,9 +523,9 @@ fn trino_destinations(
             }
         };
         let mut dialect = Map::new();
-        for k in DIALECT {
+        for k in &dialect_keys {
             if let Some(v) = cfg.remove(k) {
-                dialect.insert(k.to_string(), v);
+                dialect.insert(k.clone(), v);
             }
         }
         let dialect = TrinoDialect::new(options::<TrinoOptions>(

@@ -310,6 +310,11 @@ test('runFleet with a Trino destination: the governor defers while Trino cannot 
     trino: { trino: { url: 'http://127.0.0.1:9', user: 'cryo', catalog: 'lake', version: 483, maxRetries: 0 } },
     governor: { limits: { trino: { maxMaintenancePerDestination: 1, backoffMs: 300 } }, bandit: { trino: { minObservations: 5 } } },
   })
+  // Rendering options sit beside the connection's, in either spelling, and reach the dialect's checks.
+  await assert.rejects(
+    cat.runFleet(plan, { defaultDestination: 'trino', trino: { trino: { url: 'http://127.0.0.1:9', catalog: 'lake', version: 483, expireSnapshotsMinRetentionMs: -1 } } }),
+    (e) => e instanceof cryo.ValidationError && /retention floors must not be negative/.test(e.message),
+  )
   const receipts = out.toObject().receipts
   assert.equal(receipts.filter((r) => r.status === 'admitted').length, 0, 'an unreachable probe never admits')
   assert.ok(receipts.some((r) => r.status === 'deferred' && /could not be probed/.test(r.reason)))

@@ -147,6 +147,7 @@ where
     A: Serialize + DeserializeOwned + Default,
     B: Serialize + DeserializeOwned + Default,
 {
+    let py_a = default_object::<A>(what)?;
     let py_b = default_object::<B>(what)?;
     let (first, second) = match overrides {
         None => (None, None),
@@ -156,6 +157,16 @@ where
             let second = PyDict::new(py);
             for (k, v) in d.iter() {
                 let key: String = k.extract()?;
+                if !py_a.contains_key(&key) && !py_b.contains_key(&key) {
+                    let mut known: Vec<&str> =
+                        py_a.keys().chain(py_b.keys()).map(String::as_str).collect();
+                    known.sort_unstable();
+                    known.dedup();
+                    return Err(errors::validation(format!(
+                        "{what}: unknown option `{key}` (known: {})",
+                        known.join(", ")
+                    )));
+                }
                 if py_b.contains_key(&key) {
                     second.set_item(k, v)?;
                 } else {

@@ -15,7 +15,7 @@ use pyo3::prelude::*;
 use pyo3::types::PyDict;
 use serde::Deserialize;
 
-use crate::convert::{options, to_json};
+use crate::convert::{options, options_pair, to_json};
 use crate::errors::{self, check};
 
 /// A destination a fleet run can send steps to (`cryo.TrinoEngine`, or a Python engine such as
@@ -97,29 +97,32 @@ fn chrono_now() -> i64 {
         .map_or(0, |d| d.as_millis() as i64)
 }
 
-/// A Trino destination over one or more coordinators: `configs` are `TrinoConfig`s (`url`,
-/// `user`, `password`, `access_token`, timeouts, …), `dialect` the Trino rendering options
-/// (`catalog`, `version`, retention floors).
+/// A Trino destination over one or more coordinators (`urls`). `options` holds both the
+/// connection's `TrinoConfig` fields (`user`, `password`, `access_token`, timeouts, …) and the
+/// rendering's `TrinoOptions` (`catalog`, `version`, retention floors, …), told apart by
+/// cryo-core's field names.
 #[pyfunction]
-#[pyo3(signature = (configs, dialect = None))]
+#[pyo3(signature = (urls, options = None))]
 #[allow(
     clippy::needless_pass_by_value,
     reason = "pyo3 extracts sequences into owned vectors"
 )]
 pub(crate) fn trino_engine(
-    configs: Vec<Bound<'_, PyDict>>,
-    dialect: Option<&Bound<'_, PyDict>>,
+    urls: Vec<String>,
+    options: Option<&Bound<'_, PyDict>>,
 ) -> PyResult<Engine> {
-    let dialect = check(TrinoDialect::new(options::<TrinoOptions>(
-        "trino options",
-        dialect,
-    )?))?;
-    let mut cs = Vec::with_capacity(configs.len());
-    for c in &configs {
-        cs.push(options::<TrinoConfig>("trino connection", Some(c))?);
-    }
+    let (config, dialect): (TrinoConfig, TrinoOptions) = options_pair("trino options", options)?;
+    let dialect = check(TrinoDialect::new(dialect))?;
+    let configs = urls
+        .into_iter()
+        .map(|url| {
+            let mut c = config.clone();
+            c.url = url;
+            c
+        })
+        .collect();
     Ok(Engine {
-        inner: Arc::new(check(TrinoEngine::new(dialect, cs))?),
+        inner: Arc::new(check(TrinoEngine::new(dialect, configs))?),
     })
 }
 

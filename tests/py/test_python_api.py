@@ -130,6 +130,14 @@ def test_plan_json_fingerprint_and_render(lake, fleet):
         plan.render("postgres")
     with pytest.raises(cryo.ValidationError, match="unknown option `trino_version`"):
         plan.render("trino", catalog="iceberg", trino_version=478)
+    # A Trino destination takes connection and rendering options side by side: cryo-core's field
+    # names route each one (a rendering option reaches the dialect's checks).
+    engine = cryo.engines.trino(["http://127.0.0.1:9", "http://127.0.0.1:10"], catalog="iceberg", version=478, request_timeout_ms=500)
+    assert engine.coordinators == ["http://127.0.0.1:9", "http://127.0.0.1:10"]
+    with pytest.raises(cryo.ValidationError, match="retention floors must not be negative"):
+        cryo.engines.trino("http://127.0.0.1:9", catalog="iceberg", version=478, expire_snapshots_min_retention_ms=-1)
+    with pytest.raises(cryo.ValidationError, match="unknown option `bogus`.*case_insensitive_name_matching.*request_timeout_ms"):
+        cryo.engines.trino("http://127.0.0.1:9", catalog="iceberg", version=478, bogus=1)
 
 
 def test_run_dry_then_for_real_with_receipts(tmp_path):

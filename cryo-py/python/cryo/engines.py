@@ -47,19 +47,15 @@ def trino(
     certificates to trust besides the system's (a coordinator behind a private CA); certificates are
     always verified.
     """
-    dialect_keys = {"expire_snapshots_min_retention_ms", "remove_orphan_files_min_retention_ms", "case_insensitive_name_matching"}
-    dialect: Dict[str, Any] = {"catalog": catalog, "version": version}
-    conn: Dict[str, Any] = {"user": user}
+    opts: Dict[str, Any] = {"catalog": catalog, "version": version, "user": user, **options}
     if password is not None:
-        conn["password"] = password
+        opts["password"] = password
     if access_token is not None:
-        conn["access_token"] = access_token
+        opts["access_token"] = access_token
     if ca_cert_path is not None:
-        conn["ca_cert_path"] = ca_cert_path
-    for k, v in options.items():
-        (dialect if k in dialect_keys else conn)[k] = v
+        opts["ca_cert_path"] = ca_cert_path
     urls = [url] if isinstance(url, str) else list(url)
-    return _cryo.trino_engine([{**conn, "url": u} for u in urls], dialect)
+    return _cryo.trino_engine(urls, opts)
 
 
 class SparkEngine:
