@@ -39,7 +39,19 @@ __all__ = [
     "spark_s3_jdbc_catalog_conf",
     "spark_session",
     "add_spark_catalogs",
+    "SPARK_PROCEDURES",
 ]
+
+# The Spark procedure that Cryo's Spark renderer calls for each plan operation.
+SPARK_PROCEDURES = {
+    "convert_equality_deletes": "rewrite_data_files",
+    "rewrite_position_deletes": "rewrite_position_delete_files",
+    "rewrite_data_files": "rewrite_data_files",
+    "compute_statistics": "compute_table_stats",
+    "rewrite_manifests": "rewrite_manifests",
+    "expire_snapshots": "expire_snapshots",
+    "remove_orphan_files": "remove_orphan_files",
+}
 
 # --------------------------------------------------------------------------------------------
 # Environment written by scripts/peers.sh

@@ -52,15 +52,7 @@ TRINO = {
     "remove_orphan_files": ("TableExecute", "remove_orphan_files"),
     "compute_statistics": ("Analyze", None),
 }
-SPARK = {
-    "convert_equality_deletes": "rewrite_data_files",
-    "rewrite_position_deletes": "rewrite_position_delete_files",
-    "rewrite_data_files": "rewrite_data_files",
-    "compute_statistics": "compute_table_stats",
-    "rewrite_manifests": "rewrite_manifests",
-    "expire_snapshots": "expire_snapshots",
-    "remove_orphan_files": "remove_orphan_files",
-}
+SPARK = cryo_peers.SPARK_PROCEDURES
 TIMINGS: dict[str, float] = {}
 
 

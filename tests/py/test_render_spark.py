@@ -48,15 +48,7 @@ FIXTURE_CASES = ["fixtures_upserts_eq", "fixtures_orders_mor", "fixtures_events"
 # The hand-built goldens: their tables are built from the plan (golden/render/plans/<case>.json).
 HANDBUILT_CASES = [p.stem for p in FILES if p.stem not in FIXTURE_CASES]
 
-PROCEDURES = {
-    "convert_equality_deletes": "rewrite_data_files",
-    "rewrite_position_deletes": "rewrite_position_delete_files",
-    "rewrite_data_files": "rewrite_data_files",
-    "compute_statistics": "compute_table_stats",
-    "rewrite_manifests": "rewrite_manifests",
-    "expire_snapshots": "expire_snapshots",
-    "remove_orphan_files": "remove_orphan_files",
-}
+PROCEDURES = cryo_peers.SPARK_PROCEDURES
 
 # The values of cryo-core/tests/it/render.rs `hostile()`: each must reach Spark's parsed `where` intact.
 HOSTILE_VALUES = [
