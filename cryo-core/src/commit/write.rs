@@ -98,6 +98,15 @@ pub(crate) fn metrics_mode(v: &str) -> MetricsMode {
     }
 }
 
+/// `table`'s `write.metadata.metrics.default` (bounds when unset, as Java's default).
+pub(crate) fn default_metrics_mode(table: &LoadedTable) -> MetricsMode {
+    table
+        .metadata
+        .properties()
+        .get(METRICS_DEFAULT)
+        .map_or(MetricsMode::Bounds, |m| metrics_mode(m))
+}
+
 /// The Parquet codec a table's properties ask for.
 pub(crate) struct ParquetCodec {
     pub(crate) compression: Compression,
@@ -190,11 +199,7 @@ struct WriteConfig {
 fn write_config(table: &LoadedTable) -> Result<WriteConfig> {
     let codec = parquet_codec(table)?;
     let size = |key: &str, default: u64| positive_size(table, key, default).map(|n| n as usize);
-    let metrics = table
-        .metadata
-        .properties()
-        .get(METRICS_DEFAULT)
-        .map_or(MetricsMode::Bounds, |m| metrics_mode(m));
+    let metrics = default_metrics_mode(table);
     Ok(WriteConfig {
         properties: WriterProperties::builder()
             .set_compression(codec.compression)

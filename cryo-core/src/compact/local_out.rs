@@ -345,7 +345,6 @@ fn remove_quietly(path: &std::path::Path) {
     }
 }
 
-/// A failure writing the file at `location` (an I/O or a Parquet error).
 /// Add the NaN values of every float column of `batch` (nested ones included) to `counts`, by
 /// field id; float columns without NaNs count 0 (upstream's entries list them too).
 fn count_nans(batch: &RecordBatch, counts: &mut HashMap<i32, u64>) {

@@ -23,13 +23,14 @@ use parquet::schema::types::ColumnPath;
 
 use super::local_out::LocalRolling;
 use crate::catalog::LoadedTable;
-use crate::commit::write::{MetricsMode, metrics_mode, parquet_codec, positive_size};
+use crate::commit::write::{
+    MetricsMode, default_metrics_mode, metrics_mode, parquet_codec, positive_size,
+};
 use crate::error::{Error, Result};
 
 const ROW_GROUP_BYTES: &str = "write.parquet.row-group-size-bytes";
 const PAGE_BYTES: &str = "write.parquet.page-size-bytes";
 const DICT_BYTES: &str = "write.parquet.dict-size-bytes";
-const METRICS_DEFAULT: &str = "write.metadata.metrics.default";
 const METRICS_COLUMN: &str = "write.metadata.metrics.column.";
 /// Java's defaults.
 const DEFAULT_ROW_GROUP_BYTES: u64 = 128 << 20;
@@ -71,9 +72,7 @@ pub(crate) fn write_settings(
         .min((writer_budget / 2).max(1 << 20));
     let page_bytes = positive_size(table, PAGE_BYTES, DEFAULT_PAGE_BYTES)?;
     let dict_bytes = positive_size(table, DICT_BYTES, DEFAULT_DICT_BYTES)?;
-    let default_mode = p
-        .get(METRICS_DEFAULT)
-        .map_or(MetricsMode::Bounds, |m| metrics_mode(m));
+    let default_mode = default_metrics_mode(table);
     let schema = table.metadata.current_schema();
     let mut metrics = HashMap::new();
     for f in schema.as_struct().fields() {

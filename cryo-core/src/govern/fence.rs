@@ -217,7 +217,7 @@ async fn try_exclusive(file: &File, path: &Path, deadline: Instant) -> Result<bo
     }
 }
 
-fn io_err(path: &std::path::Path, what: &str, e: std::io::Error) -> Error {
+fn io_err(path: &Path, what: &str, e: std::io::Error) -> Error {
     Error::local_file(path, format_args!("commit fence: {what}"), e)
 }
 

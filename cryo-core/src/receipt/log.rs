@@ -21,7 +21,7 @@ pub struct JsonLinesLog {
     path: PathBuf,
 }
 
-fn io_err(path: &std::path::Path, what: &str, e: std::io::Error) -> Error {
+fn io_err(path: &Path, what: &str, e: std::io::Error) -> Error {
     Error::local_file(path, format_args!("receipt log: {what}"), e)
 }
 
