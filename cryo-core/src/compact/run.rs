@@ -670,8 +670,19 @@ impl RewrittenCompaction<'_> {
                 }
                 continue;
             }
-            // Under the fence (if any), no cooperating writer's operation spans this commit.
-            let _fence = match self.enter_fence().await {
+            // Under the fence (if any), no cooperating writer's operation spans this commit;
+            // the batch is validated and staged on the head as the writers in flight left it.
+            let entered = match self.enter_fence().await {
+                Ok(Some(f)) => match st.committer.load_head(&st.head).await {
+                    Ok(h) => {
+                        st.head = h;
+                        Ok(Some(f))
+                    }
+                    Err(e) => Err(e),
+                },
+                other => other,
+            };
+            let _fence = match entered {
                 Ok(f) => f,
                 Err(e) => {
                     for g in batch {

@@ -9,8 +9,14 @@
 //!
 //! ```text
 //! writer:  enter_writer (shared) ── read, write, commit ── drop
-//! Cryo:    rewrite (no fence) ── enter_commit (exclusive, bounded wait) ── validate, commit ── drop
+//! Cryo:    rewrite (no fence) ── enter_commit (exclusive, bounded wait) ── reload, validate, commit ── drop
 //! ```
+//!
+//! Every commit under the fence reloads the head after entering it and stages on that head:
+//! the writer that was inside when Cryo arrived has committed by then, and no cooperating
+//! writer commits before Cryo does. What takes time (rewriting data, writing manifests, reading
+//! manifests to prove files unreachable) happens before the fence; inside it, only what the
+//! head added since is read.
 //!
 //! A writer's whole operation therefore lies either before Cryo's commit (its snapshot is seen
 //! by Cryo's validation, which aborts the groups it conflicts with) or after it (it reads the
@@ -24,14 +30,9 @@ use std::fs::{File, OpenOptions};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use std::sync::Arc;
-
-use async_trait::async_trait;
-use iceberg::spec::TableMetadata;
 use serde::{Deserialize, Serialize};
 
-use crate::catalog::{LoadedTable, TableId};
-use crate::commit::{CatalogCommitter, TableChanges};
+use crate::catalog::TableId;
 use crate::error::{Error, Result};
 
 /// Poll interval of Cryo's bounded wait.
@@ -156,49 +157,6 @@ pub(crate) async fn enter_fence(
                 fence.wait_ms / 1000
             ),
         }),
-    }
-}
-
-/// A committer whose every commit runs under a commit fence (the metadata rewrite and expiry
-/// commit through it; compaction fences its batches itself).
-#[derive(Debug)]
-pub(crate) struct FencedCommitter {
-    inner: Arc<dyn CatalogCommitter>,
-    fence: CommitFence,
-    catalog: String,
-}
-
-/// `committer`, with every commit under `fence` when there is one.
-pub(crate) fn fenced(
-    committer: Arc<dyn CatalogCommitter>,
-    fence: Option<&CommitFence>,
-    catalog: &str,
-) -> Arc<dyn CatalogCommitter> {
-    match fence {
-        None => committer,
-        Some(f) => Arc::new(FencedCommitter {
-            inner: committer,
-            fence: f.clone(),
-            catalog: catalog.to_string(),
-        }),
-    }
-}
-
-#[async_trait]
-impl CatalogCommitter for FencedCommitter {
-    async fn load_head(&self, base: &LoadedTable) -> Result<LoadedTable> {
-        self.inner.load_head(base).await
-    }
-
-    async fn publish(&self, head: &LoadedTable, metadata: &TableMetadata) -> Result<String> {
-        self.inner.publish(head, metadata).await
-    }
-
-    async fn commit(&self, base: &LoadedTable, changes: TableChanges) -> Result<LoadedTable> {
-        // The commit's requirements are checked against the head inside the fence: a writer
-        // operation that ended before it is seen, none can be in flight.
-        let _guard = enter_fence(&self.fence, &self.catalog, &base.id).await?;
-        self.inner.commit(base, changes).await
     }
 }
 

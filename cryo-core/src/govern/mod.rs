@@ -21,8 +21,8 @@ mod lock;
 mod policy;
 
 pub use bandit::{Arm, Bandit, BanditConfig, Context, Outcome, Tuned, TuningSource};
+pub(crate) use fence::enter_fence;
 pub use fence::{CommitFence, FenceGuard};
-pub(crate) use fence::{enter_fence, fenced};
 pub use lock::{LocalLocks, LockGuard, LockHolder, TableLocks};
 pub use policy::{
     CoordinatorLoad, Decision, DeferReason, Governor, Limits, LoadSnapshot, Probe, ProbeFailure,

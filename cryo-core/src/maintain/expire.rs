@@ -59,6 +59,7 @@ use crate::catalog::{Catalog, LoadedTable, TableId};
 use crate::clock::{Clock, SystemClock};
 use crate::commit::{CatalogCommitter, CommitRetry, RetryPolicy, TableChanges};
 use crate::error::{Error, Result};
+use crate::govern::enter_fence;
 use crate::io::{ObjectStorage, normalize_location};
 use crate::receipt::Footprint;
 
@@ -496,6 +497,78 @@ fn apply_locally(
     Ok((built.metadata, dropped))
 }
 
+/// An expiry selected on one head: what goes, and (unless nothing does) the commit, the
+/// metadata after it and the metadata files it drops from the log.
+struct StagedExpiry {
+    retention: Retention,
+    selection: SnapshotSelection,
+    commit: Option<(TableChanges, LoadedTable, Vec<String>)>,
+}
+
+/// Select the expiry on `head` and build its commit. Pure (no reads).
+fn stage_expiry(head: &LoadedTable, options: &ExpireOptions, now: i64) -> Result<StagedExpiry> {
+    let retention = Retention::resolve(options, head.metadata.properties(), now)?;
+    let history = History::of(&head.id.to_string(), &head.metadata)?;
+    let selection = select_snapshots(&history, &retention)?;
+    if selection.is_empty() {
+        return Ok(StagedExpiry {
+            retention,
+            selection,
+            commit: None,
+        });
+    }
+    let changes = expiry_changes(&head.metadata, &history, &selection);
+    let (predicted, dropped) = apply_locally(head, &changes)?;
+    let dropped = if prop_true(predicted.properties(), DELETE_AFTER_COMMIT) {
+        dropped
+    } else {
+        Vec::new()
+    };
+    let predicted = LoadedTable {
+        metadata: Arc::new(predicted),
+        metadata_location: None,
+        ..head.clone()
+    };
+    Ok(StagedExpiry {
+        retention,
+        selection,
+        commit: Some((changes, predicted, dropped)),
+    })
+}
+
+/// The files an expiry from `head` to `predicted` makes unreachable, with the snapshots it
+/// was proved for.
+struct Proof {
+    expiring: BTreeSet<i64>,
+    retained: HashSet<i64>,
+    found: Unreachable,
+}
+
+async fn prove(
+    head: &LoadedTable,
+    predicted: &LoadedTable,
+    concurrency: usize,
+    cache: &mut ProofCache,
+) -> Result<Proof> {
+    let retained: HashSet<i64> = predicted
+        .metadata
+        .snapshots()
+        .map(|s| s.snapshot_id())
+        .collect();
+    let expiring: BTreeSet<i64> = head
+        .metadata
+        .snapshots()
+        .map(|s| s.snapshot_id())
+        .filter(|id| !retained.contains(id))
+        .collect();
+    let found = unreachable_files(head, predicted, &expiring, concurrency, cache).await?;
+    Ok(Proof {
+        expiring,
+        retained,
+        found,
+    })
+}
+
 /// The kind of an expired file (Spark's file types; statistics and partition statistics files
 /// count together, as Spark counts them).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -728,19 +801,20 @@ impl<'a> ExpireSnapshots<'a> {
         let committer = if self.options.dry_run {
             None
         } else {
-            Some(crate::govern::fenced(
-                self.catalog.committer()?,
-                self.options.commit_fence.as_ref(),
-                self.catalog.name(),
-            ))
+            Some(self.catalog.committer()?)
         };
         self.run(committer).await
     }
 
     /// [`execute`](Self::execute) through `committer` (`None`: a dry run).
+    ///
+    /// Under a commit fence, each attempt enters the fence, reloads the head and selects and
+    /// proves on it: a writer inside the fence when Cryo arrives commits first, and the attempt
+    /// is staged on its snapshot instead of failing on it. The reads that take time happen
+    /// once, before the fence is entered; inside it, only what the head added since is read.
     #[allow(
         clippy::too_many_lines,
-        reason = "one retry loop: select, stage, commit, reload; then the cleanup"
+        reason = "one retry loop: fence, select, prove, commit, reload; then the cleanup"
     )]
     async fn run(self, committer: Option<Arc<dyn CatalogCommitter>>) -> Result<ExpireOutcome> {
         let started = Instant::now();
@@ -763,6 +837,10 @@ impl<'a> ExpireSnapshots<'a> {
             });
         }
         let committer = committer.filter(|_| !options.dry_run);
+        let fence = options
+            .commit_fence
+            .as_ref()
+            .filter(|_| committer.is_some());
         let policy = match &options.retry {
             Some(p) => p.clone(),
             None => RetryPolicy::for_table(base.metadata.properties())
@@ -772,65 +850,61 @@ impl<'a> ExpireSnapshots<'a> {
         let now = self.clock.now_ms();
 
         let mut head = base.clone();
-        // The unreachable files, proved before the commit that expired them: (the head they were
-        // computed on, what they are).
-        let mut proved: Option<(Option<String>, Unreachable)> = None;
+        // What the proofs read, kept across attempts (manifest lists and manifests never change).
+        let mut cache = ProofCache::default();
+        // The unreachable files, proved before the commit that expired them.
+        let mut proved: Option<Proof> = None;
+        // Under a fence, the proof on the head as first loaded is made outside it.
+        let mut warm = fence.is_none() || !options.clean_files;
         let (retention, selection, after, dropped_metadata, metadata_sizes) = loop {
-            let retention = Retention::resolve(options, head.metadata.properties(), now)?;
-            let history = History::of(&name, &head.metadata)?;
-            let selection = select_snapshots(&history, &retention)?;
-            if selection.is_empty() {
+            let mut guard = None;
+            if let (Some(committer), Some(fence)) = (&committer, fence) {
+                if !warm {
+                    if let Some((_, predicted, _)) = stage_expiry(&head, options, now)?.commit {
+                        prove(&head, &predicted, options.max_concurrent_reads, &mut cache).await?;
+                    }
+                    warm = true;
+                }
+                match enter_fence(fence, self.catalog.name(), &head.id).await {
+                    Ok(g) => {
+                        guard = g;
+                        head = committer.load_head(&head).await?;
+                    }
+                    Err(e) => {
+                        head = retry.reload_after(committer.as_ref(), &head, e).await?;
+                        continue;
+                    }
+                }
+            }
+            let s = stage_expiry(&head, options, now)?;
+            let Some((changes, predicted, dropped)) = s.commit else {
                 break (
-                    retention,
-                    selection,
+                    s.retention,
+                    s.selection,
                     head.clone(),
                     Vec::new(),
                     HashMap::new(),
                 );
-            }
-            let changes = expiry_changes(&head.metadata, &history, &selection);
-            let (predicted, dropped) = apply_locally(&head, &changes)?;
-            let dropped = if prop_true(predicted.properties(), DELETE_AFTER_COMMIT) {
-                dropped
-            } else {
-                Vec::new()
             };
-            let sizes = stat_all(&head.storage, &dropped).await;
-            let predicted = LoadedTable {
-                metadata: Arc::new(predicted),
-                metadata_location: None,
-                ..head.clone()
-            };
+            let sizes = stat_all(&head.storage, &dropped, &mut cache.sizes).await;
             let Some(committer) = &committer else {
-                break (retention, selection, predicted, dropped, sizes);
+                break (s.retention, s.selection, predicted, dropped, sizes);
             };
             if options.clean_files {
                 // Prove which files become unreachable before committing: a manifest list or
                 // manifest that cannot be read fails the real run exactly where its dry run
                 // fails, with nothing changed, instead of expiring the snapshots a person may
                 // need to roll a broken table back to and leaving the clean-up undone.
-                let kept: HashSet<i64> = predicted
-                    .metadata
-                    .snapshots()
-                    .map(|s| s.snapshot_id())
-                    .collect();
-                let expiring: BTreeSet<i64> = head
-                    .metadata
-                    .snapshots()
-                    .map(|s| s.snapshot_id())
-                    .filter(|id| !kept.contains(id))
-                    .collect();
-                let found =
-                    unreachable_files(&head, &predicted, &expiring, options.max_concurrent_reads)
-                        .await?;
-                proved = Some((head.metadata_location.clone(), found));
+                proved =
+                    Some(prove(&head, &predicted, options.max_concurrent_reads, &mut cache).await?);
             }
             match committer.commit(&head, changes).await {
                 Ok(new_head) => {
                     let dropped = dropped_from_log(&head, &new_head);
-                    break (retention, selection, new_head, dropped, sizes);
+                    break (s.retention, s.selection, new_head, dropped, sizes);
                 }
                 Err(e) => {
+                    drop(guard);
                     tracing::info!(table = %name, error = %e, "expiry commit failed; reloading");
                     head = retry.reload_after(committer.as_ref(), &head, e).await?;
                 }
@@ -889,11 +963,18 @@ impl<'a> ExpireSnapshots<'a> {
         let mut to_delete: Vec<ExpiredFile> = Vec::new();
         if options.clean_files && !expired_ids.is_empty() {
             let found = match proved {
-                // Committed on the head the files were proved on: the same snapshots went.
-                Some((on, found)) if on == base.metadata_location => Ok(found),
+                // The commit removed exactly the snapshots the proof expired and kept exactly
+                // the ones it kept (nothing was added beside it).
+                Some(p) if p.expiring == expired_ids && p.retained == after_ids => Ok(p.found),
                 _ => {
-                    unreachable_files(&base, &after, &expired_ids, options.max_concurrent_reads)
-                        .await
+                    unreachable_files(
+                        &base,
+                        &after,
+                        &expired_ids,
+                        options.max_concurrent_reads,
+                        &mut cache,
+                    )
+                    .await
                 }
             };
             match found {
@@ -1001,6 +1082,7 @@ struct ManifestRef {
 }
 
 /// A live entry of an expired-only manifest.
+#[derive(Clone)]
 struct LiveEntry {
     path: String,
     kind: ExpiredFileKind,
@@ -1011,6 +1093,22 @@ struct LiveEntry {
 struct Unreachable {
     files: Vec<ExpiredFile>,
     warnings: Vec<String>,
+}
+
+/// What the proofs of one expiry read, kept across its attempts: manifest lists and manifests
+/// are immutable, so a retry (or the proof made again inside the commit fence) reads only what
+/// the head added since. Failed reads are not kept.
+#[derive(Default)]
+struct ProofCache {
+    lists: HashMap<String, Arc<ListRead>>,
+    /// The live entries of expired-only manifests.
+    live: HashMap<String, Arc<Vec<LiveEntry>>>,
+    /// The candidate keys each retained manifest lists as live, valid for the candidates in
+    /// `strikes_for` only (another set of candidates needs the manifests read again).
+    strikes: HashMap<String, Arc<Vec<String>>>,
+    strikes_for: HashSet<String>,
+    /// Sizes of metadata files.
+    sizes: HashMap<String, u64>,
 }
 
 fn key(path: &str) -> String {
@@ -1036,6 +1134,7 @@ async fn unreachable_files(
     after: &LoadedTable,
     expired: &BTreeSet<i64>,
     concurrency: usize,
+    cache: &mut ProofCache,
 ) -> Result<Unreachable> {
     let name: Arc<str> = Arc::from(base.id.to_string());
     let version = base.metadata.format_version();
@@ -1070,27 +1169,32 @@ async fn unreachable_files(
     let mut manifests: Vec<(ManifestRef, bool, bool)> = Vec::new();
     let mut list_candidates: Vec<ExpiredFile> = Vec::new();
     {
-        let mut jobs: Vec<(String, bool)> = Vec::new();
+        let mut jobs: Vec<(String, bool, Option<Arc<ListRead>>)> = Vec::new();
         let mut seen = HashSet::new();
-        for p in &retained_lists {
+        for (p, expired_side) in retained_lists
+            .iter()
+            .map(|p| (p, false))
+            .chain(expired_lists.iter().map(|p| (p, true)))
+        {
             if seen.insert(p.clone()) {
-                jobs.push((p.clone(), false));
+                jobs.push((p.clone(), expired_side, cache.lists.get(p).cloned()));
             }
         }
-        for p in &expired_lists {
-            if seen.insert(p.clone()) {
-                jobs.push((p.clone(), true));
-            }
-        }
-        let mut reads = futures::stream::iter(jobs.into_iter().map(|(path, expired_side)| {
-            let storage = base.storage.clone();
-            let name = Arc::clone(&name);
-            tokio::spawn(async move {
-                let read = read_list(&storage, &name, &path, version).await;
-                (path, expired_side, read)
-            })
-        }))
-        .buffer_unordered(concurrency);
+        let mut reads =
+            futures::stream::iter(jobs.into_iter().map(|(path, expired_side, known)| {
+                let storage = base.storage.clone();
+                let name = Arc::clone(&name);
+                tokio::spawn(async move {
+                    let read = match known {
+                        Some(r) => Ok((r, true)),
+                        None => read_list(&storage, &name, &path, version)
+                            .await
+                            .map(|r| (Arc::new(r), false)),
+                    };
+                    (path, expired_side, read)
+                })
+            }))
+            .buffer_unordered(concurrency);
         // Thousands of lists repeat the same manifests: dedupe by a hash of the raw path (its
         // bytes compared on a hit), and normalize each distinct path once.
         let mut by_hash: HashMap<u64, Vec<usize>, BuildHasherDefault<IdHasher>> =
@@ -1101,7 +1205,12 @@ async fn unreachable_files(
             let (path, expired_side, read) = joined
                 .map_err(|e| Error::Internal(format!("{name}: manifest list task failed: {e}")))?;
             let read = match read {
-                Ok(r) => r,
+                Ok((r, known)) => {
+                    if !known {
+                        cache.lists.insert(path.clone(), Arc::clone(&r));
+                    }
+                    r
+                }
                 // What an expired snapshot referenced cannot be known: its files stay.
                 Err(e) if expired_side => {
                     warnings.push(format!(
@@ -1170,12 +1279,24 @@ async fn unreachable_files(
 
     let mut candidates: HashMap<String, LiveEntry> = HashMap::new(); // key → entry
     {
-        let jobs = expired_only.into_iter().filter(|m| m.may_have_live);
-        let mut reads = futures::stream::iter(jobs.map(|m| {
+        let jobs: Vec<(ManifestRef, Option<Arc<Vec<LiveEntry>>>)> = expired_only
+            .into_iter()
+            .filter(|m| m.may_have_live)
+            .map(|m| {
+                let known = cache.live.get(&m.path).cloned();
+                (m, known)
+            })
+            .collect();
+        let mut reads = futures::stream::iter(jobs.into_iter().map(|(m, known)| {
             let storage = base.storage.clone();
             let name = Arc::clone(&name);
             tokio::spawn(async move {
-                let r = live_entries(&storage, &name, &m.path).await;
+                let r = match known {
+                    Some(entries) => Ok((entries, true)),
+                    None => live_entries(&storage, &name, &m.path)
+                        .await
+                        .map(|e| (Arc::new(e), false)),
+                };
                 (m.path, r)
             })
         }))
@@ -1184,9 +1305,12 @@ async fn unreachable_files(
             let (path, r) = joined
                 .map_err(|e| Error::Internal(format!("{name}: manifest task failed: {e}")))?;
             match r {
-                Ok(entries) => {
-                    for e in entries {
-                        candidates.entry(key(&e.path)).or_insert(e);
+                Ok((entries, known)) => {
+                    for e in entries.iter() {
+                        candidates.entry(key(&e.path)).or_insert_with(|| e.clone());
+                    }
+                    if !known {
+                        cache.live.insert(path, entries);
                     }
                 }
                 Err(e) => warnings.push(format!(
@@ -1208,28 +1332,49 @@ async fn unreachable_files(
                 .push(k.clone());
         }
         let by_name = Arc::new(by_name);
-        let jobs: Vec<ManifestRef> = manifests
-            .iter()
-            .filter(|(m, _, r)| {
-                *r && m.may_have_live && if m.deletes { want_deletes } else { want_data }
-            })
-            .map(|(m, _, _)| m.clone())
-            .collect();
+        // Strikes found for other candidates say nothing of these: only exactly the same
+        // candidates may reuse them.
+        if cache.strikes_for.len() != candidates.len()
+            || !candidates.keys().all(|k| cache.strikes_for.contains(k))
+        {
+            cache.strikes.clear();
+            cache.strikes_for = candidates.keys().cloned().collect();
+        }
+        let mut jobs: Vec<ManifestRef> = Vec::new();
+        for (m, _, r) in &manifests {
+            if !(*r && m.may_have_live && if m.deletes { want_deletes } else { want_data }) {
+                continue;
+            }
+            match cache.strikes.get(&m.path) {
+                Some(hits) => {
+                    for k in hits.iter() {
+                        candidates.remove(k);
+                    }
+                }
+                None => jobs.push(m.clone()),
+            }
+        }
+        if candidates.is_empty() {
+            jobs.clear(); // everything was struck by manifests read before
+        }
         let mut reads = futures::stream::iter(jobs.into_iter().map(|m| {
             let storage = base.storage.clone();
             let name = Arc::clone(&name);
             let by_name = Arc::clone(&by_name);
-            tokio::spawn(
-                async move { reachable_candidates(&storage, &name, &m.path, &by_name).await },
-            )
+            tokio::spawn(async move {
+                let hits = reachable_candidates(&storage, &name, &m.path, &by_name).await;
+                (m.path, hits)
+            })
         }))
         .buffer_unordered(concurrency);
         while let Some(joined) = reads.next().await {
-            let hits = joined
-                .map_err(|e| Error::Internal(format!("{name}: manifest task failed: {e}")))??;
-            for k in hits {
-                candidates.remove(&k);
+            let (path, hits) = joined
+                .map_err(|e| Error::Internal(format!("{name}: manifest task failed: {e}")))?;
+            let hits = hits?;
+            for k in &hits {
+                candidates.remove(k);
             }
+            cache.strikes.insert(path, Arc::new(hits));
             if candidates.is_empty() {
                 break; // nothing left to prove: the other reads would only strike nothing
             }
@@ -1690,10 +1835,18 @@ async fn delete_files(
 }
 
 /// Sizes of existing files among `paths` (missing or unreadable ones are left out).
-async fn stat_all(storage: &ObjectStorage, paths: &[String]) -> HashMap<String, u64> {
+/// Sizes already in `known` are not asked again (and new ones are added to it).
+async fn stat_all(
+    storage: &ObjectStorage,
+    paths: &[String],
+    known: &mut HashMap<String, u64>,
+) -> HashMap<String, u64> {
     let mut out = HashMap::new();
     for p in paths {
-        if let Ok(Some(o)) = storage.head(p).await {
+        if let Some(size) = known.get(p) {
+            out.insert(p.clone(), *size);
+        } else if let Ok(Some(o)) = storage.head(p).await {
+            known.insert(p.clone(), o.size);
             out.insert(p.clone(), o.size);
         }
     }
@@ -2418,6 +2571,171 @@ mod tests {
             .sum();
         assert_eq!(rows, 25);
         assert_eq!(out.deleted.data.files, 0);
+    }
+
+    /// Proofs made one after another with one cache (as an expiry's attempts are) find exactly
+    /// what proofs with a fresh cache find, while the expired set, the candidates and the
+    /// retained manifests change between them; every reuse path is taken: lists, expired-only
+    /// manifests, and the strikes of retained manifests (same candidates: reused; other
+    /// candidates: read again).
+    #[tokio::test]
+    #[allow(clippy::too_many_lines)] // Reason: one history, then the proofs over it.
+    async fn proofs_sharing_a_cache_find_what_fresh_proofs_find() {
+        use iceberg::spec::{NestedField, PrimitiveType, Schema, Type};
+
+        use crate::catalog::{CatalogConfig, Namespace};
+        use crate::commit::{NewTable, SnapshotProducer, write_data_files};
+        use crate::maintain::{RewriteManifests, RewriteManifestsStatus};
+
+        let dir = tempfile::tempdir().unwrap();
+        let mut config = CatalogConfig::local("t", dir.path());
+        config
+            .properties
+            .insert("init_catalog_tables".into(), "true".into());
+        let catalog = Catalog::connect(config).await.unwrap();
+        catalog
+            .create_namespace(&Namespace::new(["db"]))
+            .await
+            .unwrap();
+        let committer = catalog.committer().unwrap();
+        let id = TableId::parse("db.proofs").unwrap();
+        let schema = Schema::builder()
+            .with_fields(vec![
+                NestedField::required(1, "id", Type::Primitive(PrimitiveType::Long)).into(),
+            ])
+            .build()
+            .unwrap();
+        let mut t = catalog
+            .create_table(&id, NewTable::new(schema))
+            .await
+            .unwrap();
+        let path_of = std::cell::RefCell::new(HashMap::new());
+        let append = async |t: &LoadedTable, name: &str, first: i64| {
+            let w = write_data_files(t, [ids(first)]).await.unwrap();
+            path_of
+                .borrow_mut()
+                .insert(name.to_string(), w.files[0].file_path().to_string());
+            SnapshotProducer::new(t)
+                .add_data_files(w.files)
+                .commit(committer.as_ref())
+                .await
+                .unwrap()
+                .table
+        };
+        // s1: +A; s2: +B; s3: A and B's manifests rewritten into one; s4: A replaced by C;
+        // s5: +D; s6: B replaced by E; s7: +F.
+        t = append(&t, "A", 0).await;
+        append(&t, "B", 5).await;
+        let rewritten = RewriteManifests::new(&catalog, id.clone())
+            .execute()
+            .await
+            .unwrap();
+        assert_eq!(rewritten.status, RewriteManifestsStatus::Committed);
+        t = catalog.load_table(&id).await.unwrap();
+        let replace = async |t: &LoadedTable, old: &str, new: &str, first: i64| {
+            let w = write_data_files(t, [ids(first)]).await.unwrap();
+            let replaced = path_of.borrow()[old].clone();
+            path_of
+                .borrow_mut()
+                .insert(new.to_string(), w.files[0].file_path().to_string());
+            SnapshotProducer::replace(t)
+                .delete_data_files([replaced])
+                .add_data_files(w.files)
+                .commit(committer.as_ref())
+                .await
+                .unwrap()
+                .table
+        };
+        t = replace(&t, "A", "C", 0).await;
+        t = append(&t, "D", 10).await;
+        t = replace(&t, "B", "E", 5).await;
+        t = append(&t, "F", 15).await;
+        let mut s: Vec<(i64, i64)> = t
+            .metadata
+            .snapshots()
+            .map(|s| (s.sequence_number(), s.snapshot_id()))
+            .collect();
+        s.sort_unstable();
+        let s: Vec<i64> = s.into_iter().map(|(_, id)| id).collect();
+        assert_eq!(s.len(), 7);
+
+        let proof = async |expired: &[usize], cache: &mut ProofCache| {
+            let expired: BTreeSet<i64> = expired.iter().map(|i| s[*i - 1]).collect();
+            let changes = TableChanges::new(
+                Vec::new(),
+                vec![TableUpdate::RemoveSnapshots {
+                    snapshot_ids: expired.iter().copied().collect(),
+                }],
+            );
+            let (md, _) = apply_locally(&t, &changes).unwrap();
+            let after = LoadedTable {
+                metadata: Arc::new(md),
+                metadata_location: None,
+                ..t.clone()
+            };
+            let found = unreachable_files(&t, &after, &expired, 4, cache)
+                .await
+                .unwrap();
+            assert!(found.warnings.is_empty(), "{:?}", found.warnings);
+            let mut files: Vec<(ExpiredFileKind, String)> =
+                found.files.into_iter().map(|f| (f.kind, f.path)).collect();
+            files.sort();
+            files
+        };
+        let data = |files: &[(ExpiredFileKind, String)]| -> BTreeSet<String> {
+            files
+                .iter()
+                .filter(|(k, _)| *k == ExpiredFileKind::Data)
+                .map(|(_, p)| {
+                    path_of
+                        .borrow()
+                        .iter()
+                        .find(|(_, v)| *v == p)
+                        .map(|(k, _)| k.clone())
+                        .unwrap()
+                })
+                .collect()
+        };
+        let set = |names: &[&str]| -> BTreeSet<String> {
+            names.iter().map(|n| (*n).to_string()).collect()
+        };
+        let mut shared = ProofCache::default();
+        let cases: [(&[usize], &[&str]); 8] = [
+            // A is struck by nothing kept, B by s4's rewritten manifest.
+            (&[1, 2, 3, 4], &["A"]),
+            // The same candidates, other retained manifests: the strikes are reused.
+            (&[1, 2, 3], &["A"]),
+            // No expired-only manifest.
+            (&[1], &[]),
+            // The same candidates again; now s1 and s2 keep A and B live.
+            (&[3], &[]),
+            (&[1, 2, 3, 4, 5, 6], &["A", "B"]),
+            // Other candidates ({B}): the strikes are read again.
+            (&[2, 4], &[]),
+            (&[1, 2, 3, 4], &["A"]),
+            (&[1, 2, 3, 4, 5, 6], &["A", "B"]),
+        ];
+        for (expired, want) in cases {
+            let fresh = proof(expired, &mut ProofCache::default()).await;
+            let reused = proof(expired, &mut shared).await;
+            assert_eq!(reused, fresh, "expiring {expired:?}");
+            assert_eq!(data(&fresh), set(want), "expiring {expired:?}");
+        }
+        assert!(!shared.lists.is_empty() && !shared.live.is_empty());
+
+        // Strikes found for other candidates are never reused: a manifest read while A was no
+        // candidate says nothing of A. (Expiring s3 alone, s1 keeps A live and s2 keeps B.)
+        let mut stale = ProofCache {
+            strikes_for: [key(&path_of.borrow()["B"])].into(),
+            ..ProofCache::default()
+        };
+        for list in shared.lists.values() {
+            for m in &list.manifests {
+                let path = list.arena[m.start..m.end].to_string();
+                stale.strikes.insert(path, Arc::new(Vec::new()));
+            }
+        }
+        assert!(data(&proof(&[3], &mut stale).await).is_empty());
     }
 
     fn first_avro(root: &std::path::Path) -> std::path::PathBuf {

@@ -53,6 +53,7 @@ use crate::commit::{
     manifest_size_model, read_manifest_list, read_manifests,
 };
 use crate::error::{Error, Result};
+use crate::govern::enter_fence;
 use crate::receipt::Footprint;
 
 /// Java's table property for the size of manifests a rewrite writes.
@@ -819,11 +820,7 @@ impl PreparedManifestRewrite<'_> {
             outcome.duration_ms = started.elapsed().as_millis() as u64;
             return Ok(outcome);
         }
-        let committer = crate::govern::fenced(
-            catalog.committer()?,
-            options.commit_fence.as_ref(),
-            catalog.name(),
-        );
+        let committer = catalog.committer()?;
         let policy = match &options.retry {
             Some(p) => p.clone(),
             None => RetryPolicy::for_table(base.metadata.properties())
@@ -833,11 +830,30 @@ impl PreparedManifestRewrite<'_> {
         let replaced = outcome.plan.replaced_paths();
         let mut head = base.clone();
         let (snapshot_id, summary, after) = loop {
-            if head.metadata.current_snapshot_id() != base.metadata.current_snapshot_id() {
-                check_head(&head, &replaced).await?;
+            // Under the fence (if any), the attempt is staged on the head as it is once the
+            // writers in flight have committed, and no cooperating writer moves it before the
+            // commit.
+            let mut guard = None;
+            if let Some(fence) = &options.commit_fence {
+                match enter_fence(fence, catalog.name(), &head.id).await {
+                    Ok(g) => {
+                        guard = g;
+                        head = committer.load_head(&head).await?;
+                    }
+                    Err(e) => {
+                        head = retry.reload_after(committer.as_ref(), &head, e).await?;
+                        continue;
+                    }
+                }
             }
+            let replaced =
+                if head.metadata.current_snapshot_id() == base.metadata.current_snapshot_id() {
+                    replaced.clone()
+                } else {
+                    check_head(&head, &outcome.plan).await?
+                };
             let staged = SnapshotProducer::rewrite_manifests(&head)
-                .replace_manifests(replaced.iter().cloned(), manifests.iter().cloned())
+                .replace_manifests(replaced, manifests.iter().cloned())
                 .with_clock(Arc::clone(&clock))
                 .set_snapshot_property("cryo.operation", "rewrite_manifests")
                 .stage()
@@ -846,6 +862,7 @@ impl PreparedManifestRewrite<'_> {
             match staged.commit(committer.as_ref()).await {
                 Ok(c) => break (c.snapshot_id, c.summary, c.table),
                 Err(e) => {
+                    drop(guard);
                     head = retry.reload_after(committer.as_ref(), &head, e).await?;
                     if let Some(id) = retry.landed(&head) {
                         let summary = head
@@ -889,8 +906,10 @@ impl PreparedManifestRewrite<'_> {
 }
 
 /// A commit after the base: every manifest the rewrite replaces must still be listed by the
-/// head (manifests the head added are simply kept).
-async fn check_head(head: &LoadedTable, replaced: &BTreeSet<String>) -> Result<()> {
+/// head (manifests the head added are simply kept), except those without live entries: a
+/// writer's commit drops manifests that list only deleted files, as Java's does, and the new
+/// manifests hold nothing of theirs. Returns the replaced manifests the head still lists.
+async fn check_head(head: &LoadedTable, plan: &ManifestRewritePlan) -> Result<BTreeSet<String>> {
     let Some(snapshot) = head.metadata.current_snapshot() else {
         return Err(Error::CommitConflict {
             table: head.id.to_string(),
@@ -902,9 +921,17 @@ async fn check_head(head: &LoadedTable, replaced: &BTreeSet<String>) -> Result<(
         .into_iter()
         .map(|m| m.manifest_path)
         .collect();
-    let gone: Vec<&String> = replaced.iter().filter(|p| !listed.contains(*p)).collect();
+    let replaced = plan.groups.iter().flat_map(|g| &g.replaced);
+    let gone: Vec<&String> = replaced
+        .clone()
+        .filter(|m| m.live_entries > 0 && !listed.contains(&m.path))
+        .map(|m| &m.path)
+        .collect();
     if gone.is_empty() {
-        return Ok(());
+        return Ok(replaced
+            .filter(|m| listed.contains(&m.path))
+            .map(|m| m.path.clone())
+            .collect());
     }
     Err(Error::CommitConflict {
         table: head.id.to_string(),

@@ -829,20 +829,29 @@ impl PreparedPositionDeleteRewrite<'_> {
                     None => RetryPolicy::for_table(self.base.metadata.properties())
                         .map_err(|e| e.in_table(&self.base.id)),
                 };
-                // Under the fence (if any), no cooperating writer's operation spans the commit.
+                // Under the fence (if any), no cooperating writer's operation spans the commit,
+                // and the first attempt is staged on the head as the writers in flight left it.
                 let fence = match &self.options.commit_fence {
-                    Some(f) => enter_fence(f, self.catalog.name(), &self.base.id).await,
-                    None => Ok(None),
+                    Some(f) => match enter_fence(f, self.catalog.name(), &self.base.id).await {
+                        Ok(Some(g)) => match committer.load_head(&self.base).await {
+                            Ok(head) => Ok((Some(g), head)),
+                            Err(e) => Err(e),
+                        },
+                        Ok(None) => Ok((None, self.base.clone())),
+                        Err(e) => Err(e),
+                    },
+                    None => Ok((None, self.base.clone())),
                 };
                 let policy = match (policy, fence) {
                     (Ok(p), Ok(f)) => Ok((p, f)),
                     (Err(e), _) | (_, Err(e)) => Err(e),
                 };
                 let (group_outcomes, snapshot) = match policy {
-                    Ok((policy, _fence)) => {
+                    Ok((policy, (_fence, head))) => {
                         commit_groups(
                             committer.as_ref(),
                             &self.base,
+                            head,
                             &outcome.plan,
                             self.rewritten,
                             &policy,
@@ -1058,7 +1067,8 @@ fn conflict(g: &PositionDeleteGroup, r: &Rewritten, live: &HashSet<String>) -> O
 }
 
 /// Commit the rewritten groups in one `replace`, validating every retry; returns the groups'
-/// outcomes and the snapshot committed.
+/// outcomes and the snapshot committed. The first attempt is staged on `head` (the base, or the
+/// head reloaded inside the commit fence), validated against `base` when it moved.
 #[allow(
     clippy::too_many_lines,
     reason = "one retry loop: validate, stage, commit, reload"
@@ -1066,6 +1076,7 @@ fn conflict(g: &PositionDeleteGroup, r: &Rewritten, live: &HashSet<String>) -> O
 async fn commit_groups(
     committer: &dyn CatalogCommitter,
     base: &LoadedTable,
+    mut head: LoadedTable,
     plan: &PositionDeletePlan,
     mut groups: Vec<Rewritten>,
     policy: &RetryPolicy,
@@ -1092,7 +1103,6 @@ async fn commit_groups(
         Ok(r) => r,
         Err(e) => return (fail_all(groups, &e, true, 0).await, None),
     };
-    let mut head = base.clone();
     loop {
         if head.metadata.current_snapshot_id() != base.metadata.current_snapshot_id() {
             let live: HashSet<String> = match live_files(&head).await {

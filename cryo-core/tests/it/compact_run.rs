@@ -412,3 +412,139 @@ async fn a_commit_fence_keeps_commits_out_of_writer_operations() {
     ids.retain(|i| kept.contains(i));
     assert_eq!(rows, expected(&ids));
 }
+
+/// Under the fence, a writer already inside it when Cryo arrives commits first, and each of
+/// Cryo's commits (compaction, manifest rewrite, expiry with file clean-up) is then staged on
+/// the writer's snapshot: it commits at its first attempt, on top of the writer's commit,
+/// instead of failing on it and starting over (which starved expiries and manifest rewrites
+/// when writers commit every second or two).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[allow(clippy::too_many_lines)] // Reason: three operations under one fence, each checked in turn.
+async fn under_the_fence_cryo_commits_on_the_snapshot_of_the_writer_inside() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::time::Duration;
+
+    use cryo_core::govern::CommitFence;
+    use cryo_core::maintain::{
+        ExpireOptions, ExpireSnapshots, RewriteManifests, RewriteManifestsOptions,
+        RewriteManifestsStatus,
+    };
+
+    let dir = tempfile::tempdir().unwrap();
+    let catalog = sql_catalog(dir.path()).await;
+    let (id, mut ids) = fragmented(&catalog, 8).await;
+    let mut fence = CommitFence::new(dir.path().join("fence"));
+    fence.wait_ms = 30_000;
+    let committer = catalog.committer().unwrap();
+    // A writer inside the fence: it appends `rows` after a pause in which Cryo reaches its
+    // commit and waits; returns the writer's snapshot id.
+    let writer = |rows: std::ops::Range<i64>, cryo_done: Arc<AtomicBool>| {
+        let guard = fence.enter_writer(catalog.name(), &id).unwrap();
+        let (catalog, committer, id) = (&catalog, Arc::clone(&committer), id.clone());
+        async move {
+            let head = catalog.load_table(&id).await.unwrap();
+            tokio::time::sleep(Duration::from_millis(400)).await;
+            assert!(
+                !cryo_done.load(Ordering::SeqCst),
+                "Cryo committed inside a writer operation"
+            );
+            let t = append(committer.as_ref(), &head, rows).await;
+            drop(guard);
+            t.metadata.current_snapshot_id().unwrap()
+        }
+    };
+    let parent_of = |t: &cryo_core::LoadedTable, s: i64| {
+        t.metadata
+            .snapshot_by_id(s)
+            .and_then(|s| s.parent_snapshot_id())
+    };
+
+    // Compaction.
+    let rewritten = Compaction::new(&catalog, id.clone())
+        .with_run_options(RunOptions {
+            commit_fence: Some(fence.clone()),
+            ..RunOptions::default()
+        })
+        .rewrite()
+        .await
+        .unwrap();
+    let done = Arc::new(AtomicBool::new(false));
+    let write = writer(1000..1005, Arc::clone(&done));
+    let cryo = async {
+        let out = rewritten.commit().await.unwrap();
+        done.store(true, Ordering::SeqCst);
+        out
+    };
+    let (out, written) = tokio::join!(cryo, write);
+    ids.extend(1000..1005);
+    assert_eq!(out.committed_groups(), 2, "{:?}", out.groups);
+    assert_eq!(out.retries(), 0, "staged on the writer's snapshot at once");
+    let t = catalog.load_table(&id).await.unwrap();
+    assert_eq!(parent_of(&t, out.snapshot_ids[0]), Some(written));
+    assert_eq!(read_rows(&t).await, expected(&ids));
+
+    // Manifest rewrite.
+    let done = Arc::new(AtomicBool::new(false));
+    let write = writer(2000..2005, Arc::clone(&done));
+    let cryo = async {
+        let out = RewriteManifests::new(&catalog, id.clone())
+            .with_options(RewriteManifestsOptions {
+                commit_fence: Some(fence.clone()),
+                ..Default::default()
+            })
+            .execute()
+            .await
+            .unwrap();
+        done.store(true, Ordering::SeqCst);
+        out
+    };
+    let (out, written) = tokio::join!(cryo, write);
+    ids.extend(2000..2005);
+    assert_eq!(out.status, RewriteManifestsStatus::Committed, "{out:?}");
+    assert_eq!(out.retries, 0);
+    // Among the manifests it replaces is the one compaction left with deleted entries only,
+    // which the writer's append dropped: nothing of it is carried, so its absence is no conflict.
+    assert!(
+        out.plan
+            .groups
+            .iter()
+            .flat_map(|g| &g.replaced)
+            .any(|m| m.live_entries == 0)
+    );
+    let t = catalog.load_table(&id).await.unwrap();
+    assert_eq!(parent_of(&t, out.snapshot_ids[0]), Some(written));
+    assert_eq!(read_rows(&t).await, expected(&ids));
+
+    // Expiry of every snapshot but the head, deleting what becomes unreachable: the writer's
+    // snapshot becomes the head while Cryo waits, so it is kept, and the files it lists too.
+    let now = chrono::Utc::now().timestamp_millis();
+    let done = Arc::new(AtomicBool::new(false));
+    let write = writer(3000..3005, Arc::clone(&done));
+    let cryo = async {
+        let out = ExpireSnapshots::new(&catalog, id.clone())
+            .with_options(ExpireOptions {
+                dry_run: false,
+                retain_last: Some(1),
+                older_than_ms: Some(now + 60_000),
+                commit_fence: Some(fence.clone()),
+                ..Default::default()
+            })
+            .with_clock(Arc::new(cryo_core::clock::FixedClock(now + 120_000)))
+            .execute()
+            .await
+            .unwrap();
+        done.store(true, Ordering::SeqCst);
+        out
+    };
+    let (out, written) = tokio::join!(cryo, write);
+    ids.extend(3000..3005);
+    assert_eq!(out.retries, 0, "{out:?}");
+    assert_eq!(out.retained_snapshot_ids, vec![written]);
+    assert!(out.failures.is_empty(), "{:?}", out.failures);
+    // The 16 small files compaction replaced are unreachable now; every live file is kept.
+    assert_eq!(out.deleted.data.files, 16, "{:?}", out.deleted);
+    let t = catalog.load_table(&id).await.unwrap();
+    assert_eq!(t.metadata.snapshots().count(), 1);
+    assert_eq!(read_rows(&t).await, expected(&ids));
+}
