@@ -782,9 +782,11 @@ impl PreparedManifestRewrite<'_> {
     }
 
     /// Write the new manifests and commit them on the table's head, retrying on conflicts
-    /// while every replaced manifest is still listed (or, for a dry run or an empty plan, only
-    /// report). A replaced manifest gone from the head is an [`Error::CommitConflict`]; the
-    /// manifests written for the attempt are deleted.
+    /// (or, for a dry run or an empty plan, only report). While every replaced manifest is
+    /// still listed, a retry stages the same rewrite on the new head; when another commit
+    /// rewrote one of them, the rewrite is planned again on the new head (each counts as a
+    /// retry of the table's retry policy, and [`Error::CommitConflict`] ends the run when it is
+    /// spent). The manifests written for an attempt that did not commit are deleted.
     #[allow(clippy::too_many_lines)] // Reason: one retry loop with its cleanup paths.
     pub async fn commit(self) -> Result<RewriteManifestsOutcome> {
         let Self {
@@ -792,31 +794,11 @@ impl PreparedManifestRewrite<'_> {
             options,
             clock,
             base,
-            planned: Planned { plan, manifests },
+            mut planned,
             started,
         } = self;
-        let mut outcome = RewriteManifestsOutcome {
-            table: plan.table.clone(),
-            status: RewriteManifestsStatus::NothingToDo,
-            dry_run: options.dry_run,
-            base_snapshot_id: plan.base_snapshot_id,
-            snapshot_ids: Vec::new(),
-            manifests_replaced: plan.manifests_replaced(),
-            manifests_created: plan.manifests_created(),
-            manifests_kept: plan.manifests_before - plan.manifests_replaced(),
-            entries_processed: plan.entries(),
-            manifests_before: plan.manifests_before,
-            bytes_before: plan.bytes_before,
-            manifests_after: plan.expected_manifests_after(),
-            bytes_after: plan.expected_bytes_after(),
-            retries: 0,
-            duration_ms: 0,
-            plan,
-        };
-        if outcome.plan.is_empty() || options.dry_run {
-            if !outcome.plan.is_empty() {
-                outcome.status = RewriteManifestsStatus::DryRun;
-            }
+        if planned.plan.is_empty() || options.dry_run {
+            let mut outcome = planned_outcome(planned.plan, options.dry_run);
             outcome.duration_ms = started.elapsed().as_millis() as u64;
             return Ok(outcome);
         }
@@ -827,8 +809,9 @@ impl PreparedManifestRewrite<'_> {
                 .map_err(|e| e.in_table(&base.id))?,
         };
         let mut retry = CommitRetry::new(policy)?;
-        let replaced = outcome.plan.replaced_paths();
-        let mut head = base.clone();
+        // The snapshot the plan was made on.
+        let mut planned_on = base.metadata.current_snapshot_id();
+        let mut head = base;
         let (snapshot_id, summary, after) = loop {
             // Under the fence (if any), the attempt is staged on the head as it is once the
             // writers in flight have committed, and no cooperating writer moves it before the
@@ -846,14 +829,35 @@ impl PreparedManifestRewrite<'_> {
                     }
                 }
             }
-            let replaced =
-                if head.metadata.current_snapshot_id() == base.metadata.current_snapshot_id() {
-                    replaced.clone()
-                } else {
-                    check_head(&head, &outcome.plan).await?
-                };
+            let replaced = if head.metadata.current_snapshot_id() == planned_on {
+                planned.plan.replaced_paths()
+            } else {
+                match check_head(&head, &planned.plan).await {
+                    Ok(r) => r,
+                    Err(e @ Error::CommitConflict { .. }) => {
+                        // Another commit rewrote manifests this plan replaces: plan again on
+                        // the head, outside the fence.
+                        drop(guard);
+                        tracing::info!(table = %head.id, error = %e, "manifest rewrite planned again");
+                        head = retry.reload_after(committer.as_ref(), &head, e).await?;
+                        if let Some(id) = retry.landed(&head) {
+                            break (id, landed_summary(&head, id), head);
+                        }
+                        planned = plan(&head, &options).await?;
+                        planned_on = head.metadata.current_snapshot_id();
+                        if planned.plan.is_empty() {
+                            let mut outcome = planned_outcome(planned.plan, false);
+                            outcome.retries = retry.failed_attempts();
+                            outcome.duration_ms = started.elapsed().as_millis() as u64;
+                            return Ok(outcome);
+                        }
+                        continue;
+                    }
+                    Err(e) => return Err(e),
+                }
+            };
             let staged = SnapshotProducer::rewrite_manifests(&head)
-                .replace_manifests(replaced, manifests.iter().cloned())
+                .replace_manifests(replaced, planned.manifests.iter().cloned())
                 .with_clock(Arc::clone(&clock))
                 .set_snapshot_property("cryo.operation", "rewrite_manifests")
                 .stage()
@@ -865,16 +869,12 @@ impl PreparedManifestRewrite<'_> {
                     drop(guard);
                     head = retry.reload_after(committer.as_ref(), &head, e).await?;
                     if let Some(id) = retry.landed(&head) {
-                        let summary = head
-                            .metadata
-                            .snapshot_by_id(id)
-                            .map(|s| s.summary().additional_properties.clone())
-                            .unwrap_or_default();
-                        break (id, summary, head);
+                        break (id, landed_summary(&head, id), head);
                     }
                 }
             }
         };
+        let mut outcome = planned_outcome(planned.plan, false);
         let count = |key: &str| {
             summary
                 .get(key)
@@ -903,6 +903,40 @@ impl PreparedManifestRewrite<'_> {
         );
         Ok(outcome)
     }
+}
+
+/// The outcome `plan` predicts, before anything is committed.
+fn planned_outcome(plan: ManifestRewritePlan, dry_run: bool) -> RewriteManifestsOutcome {
+    RewriteManifestsOutcome {
+        table: plan.table.clone(),
+        status: if dry_run && !plan.is_empty() {
+            RewriteManifestsStatus::DryRun
+        } else {
+            RewriteManifestsStatus::NothingToDo
+        },
+        dry_run,
+        base_snapshot_id: plan.base_snapshot_id,
+        snapshot_ids: Vec::new(),
+        manifests_replaced: plan.manifests_replaced(),
+        manifests_created: plan.manifests_created(),
+        manifests_kept: plan.manifests_before - plan.manifests_replaced(),
+        entries_processed: plan.entries(),
+        manifests_before: plan.manifests_before,
+        bytes_before: plan.bytes_before,
+        manifests_after: plan.expected_manifests_after(),
+        bytes_after: plan.expected_bytes_after(),
+        retries: 0,
+        duration_ms: 0,
+        plan,
+    }
+}
+
+/// The summary of snapshot `id` of `head` (an attempt whose answer was lost that committed).
+fn landed_summary(head: &LoadedTable, id: i64) -> std::collections::HashMap<String, String> {
+    head.metadata
+        .snapshot_by_id(id)
+        .map(|s| s.summary().additional_properties.clone())
+        .unwrap_or_default()
 }
 
 /// A commit after the base: every manifest the rewrite replaces must still be listed by the

@@ -7,8 +7,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
 use cryo_core::commit::{
-    CatalogCommitter, LiveFile, NewTable, SnapshotProducer, live_files, write_data_files,
-    write_position_deletes,
+    CatalogCommitter, LiveFile, NewTable, RetryPolicy, SnapshotProducer, live_files,
+    write_data_files, write_position_deletes,
 };
 use cryo_core::io::PathKind;
 use cryo_core::maintain::{
@@ -572,12 +572,23 @@ async fn a_concurrent_append_is_kept_and_a_lost_manifest_aborts() {
     );
     assert_eq!(read_rows(&after).await, rows);
 
-    // Another rewrite replaces the manifests this one planned to replace: abort, keep nothing.
+    // Another rewrite replaces the manifests this one planned to replace. With one retry only
+    // (spent on finding them gone, none left to plan again): abort, keep nothing.
     let mut head = after;
     for k in 0..4 {
         head = append_rows(committer.as_ref(), &head, &[row_on(600 + k, k)]).await;
     }
+    let one_retry = RewriteManifestsOptions {
+        retry: Some(RetryPolicy {
+            max_attempts: 2,
+            min_backoff_ms: 1,
+            max_backoff_ms: 1,
+            ..RetryPolicy::default()
+        }),
+        ..RewriteManifestsOptions::default()
+    };
     let prepared = RewriteManifests::new(&catalog, id.clone())
+        .with_options(one_retry.clone())
         .prepare()
         .await
         .unwrap();
@@ -600,4 +611,45 @@ async fn a_concurrent_append_is_kept_and_a_lost_manifest_aborts() {
         final_head.metadata.current_snapshot_id(),
         other.snapshot_ids.first().copied()
     );
+
+    // With retries, it plans again on the new head: here the other commit is a writer's delete,
+    // which rewrote one of the manifests the plan replaces (with the file marked deleted).
+    let mut head = final_head;
+    for k in 0..4 {
+        head = append_rows(committer.as_ref(), &head, &[row_on(700 + k, k)]).await;
+    }
+    let prepared = RewriteManifests::new(&catalog, id.clone())
+        .prepare()
+        .await
+        .unwrap();
+    let planned_on = prepared.plan().base_snapshot_id;
+    let victim = live_files(&head)
+        .await
+        .unwrap()
+        .into_iter()
+        .find(|f| f.file.record_count() == 1)
+        .unwrap();
+    let head = SnapshotProducer::new(&head)
+        .delete_data_files([victim.file.file_path().to_string()])
+        .commit(committer.as_ref())
+        .await
+        .unwrap()
+        .table;
+    let out = prepared.commit().await.unwrap();
+    assert_eq!(out.status, RewriteManifestsStatus::Committed, "{out:?}");
+    // The stale attempt failed, then the reload found a replaced manifest rewritten.
+    assert_eq!(out.retries, 2, "{out:?}");
+    assert_ne!(out.base_snapshot_id, planned_on);
+    assert_eq!(out.base_snapshot_id, head.metadata.current_snapshot_id());
+    let after = catalog.load_table(&id).await.unwrap();
+    assert_eq!(
+        after
+            .metadata
+            .current_snapshot()
+            .unwrap()
+            .parent_snapshot_id(),
+        head.metadata.current_snapshot_id()
+    );
+    assert_eq!(read_rows(&after).await, read_rows(&head).await);
+    assert_eq!(manifest_list(&after).await.len(), out.manifests_after);
 }
