@@ -37,7 +37,7 @@ use crate::commit::{
     SnapshotProducer, certainly_not_committed, live_subset, validate_rewrite,
 };
 use crate::error::{Error, Result};
-use crate::govern::{CommitFence, FenceGuard, enter_fence};
+use crate::govern::{CommitFence, enter_fence};
 use crate::progress::{ProgressSink, report};
 
 /// Most groups one run rewrites at once.
@@ -672,15 +672,14 @@ impl RewrittenCompaction<'_> {
             }
             // Under the fence (if any), no cooperating writer's operation spans this commit;
             // the batch is validated and staged on the head as the writers in flight left it.
-            let entered = match self.enter_fence().await {
-                Ok(Some(f)) => match st.committer.load_head(&st.head).await {
-                    Ok(h) => {
-                        st.head = h;
-                        Ok(Some(f))
-                    }
-                    Err(e) => Err(e),
-                },
-                other => other,
+            let entered = match &self.run.commit_fence {
+                Some(f) => enter_fence(f, self.catalog.name(), st.committer.as_ref(), &st.head)
+                    .await
+                    .map(|(g, head)| {
+                        st.head = head;
+                        Some(g)
+                    }),
+                None => Ok(None),
             };
             let _fence = match entered {
                 Ok(f) => f,
@@ -735,15 +734,6 @@ impl RewrittenCompaction<'_> {
             st.results.extend(done);
         }
         st.commit_ms += started.elapsed().as_millis() as u64;
-    }
-
-    /// The run's commit fence, entered; `Ok(None)` without one. Writers holding it for the
-    /// whole wait is an error (the batch is not committed).
-    async fn enter_fence(&self) -> Result<Option<FenceGuard>> {
-        let Some(fence) = &self.run.commit_fence else {
-            return Ok(None);
-        };
-        enter_fence(fence, self.catalog.name(), &self.table).await
     }
 
     fn finish(&self, st: CommitLoop) -> CompactionOutcome {

@@ -32,7 +32,8 @@ use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
-use crate::catalog::TableId;
+use crate::catalog::{LoadedTable, TableId};
+use crate::commit::CatalogCommitter;
 use crate::error::{Error, Result};
 
 /// Poll interval of Cryo's bounded wait.
@@ -141,17 +142,20 @@ impl CommitFence {
     }
 }
 
-/// Enter `fence` for a commit of Cryo's on `catalog`.`table`; writers holding it for the whole
-/// wait is a commit conflict (nothing was committed, the caller deletes what it wrote).
+/// Enter `fence` for a commit of Cryo's on `head`'s table in `catalog`, and reload the head
+/// through `committer` inside it: the writers in flight when Cryo arrived have committed, and no
+/// cooperating writer moves the head until the guard is dropped. Writers holding the fence for
+/// the whole wait is a commit conflict (nothing was committed, the caller deletes what it wrote).
 pub(crate) async fn enter_fence(
     fence: &CommitFence,
     catalog: &str,
-    table: &TableId,
-) -> Result<Option<FenceGuard>> {
-    match fence.enter_commit(catalog, table).await? {
-        Some(g) => Ok(Some(g)),
+    committer: &dyn CatalogCommitter,
+    head: &LoadedTable,
+) -> Result<(FenceGuard, LoadedTable)> {
+    match fence.enter_commit(catalog, &head.id).await? {
+        Some(g) => Ok((g, committer.load_head(head).await?)),
         None => Err(Error::CommitConflict {
-            table: table.to_string(),
+            table: head.id.to_string(),
             message: format!(
                 "writers held the commit fence for {} s; nothing was committed",
                 fence.wait_ms / 1000

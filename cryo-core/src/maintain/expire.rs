@@ -865,10 +865,10 @@ impl<'a> ExpireSnapshots<'a> {
                     }
                     warm = true;
                 }
-                match enter_fence(fence, self.catalog.name(), &head.id).await {
-                    Ok(g) => {
-                        guard = g;
-                        head = committer.load_head(&head).await?;
+                match enter_fence(fence, self.catalog.name(), committer.as_ref(), &head).await {
+                    Ok((g, fresh)) => {
+                        guard = Some(g);
+                        head = fresh;
                     }
                     Err(e) => {
                         head = retry.reload_after(committer.as_ref(), &head, e).await?;
@@ -2486,18 +2486,14 @@ mod tests {
         .unwrap()
     }
 
-    /// A writer commits between Cryo's selection and its commit: the commit's requirement on
-    /// `main` fails, Cryo reloads, selects again on the new head (which now keeps the new
-    /// snapshot and lets the old head go) and commits.
-    #[tokio::test]
-    async fn a_concurrent_commit_is_retried_on_the_new_head() {
+    /// A local catalog under `dir` with an empty table `name` of one `id: long` column.
+    async fn id_table(dir: &std::path::Path, name: &str) -> (Catalog, TableId, LoadedTable) {
         use iceberg::spec::{NestedField, PrimitiveType, Schema, Type};
 
         use crate::catalog::{CatalogConfig, Namespace};
-        use crate::commit::{NewTable, SnapshotProducer, write_data_files};
+        use crate::commit::NewTable;
 
-        let dir = tempfile::tempdir().unwrap();
-        let mut config = CatalogConfig::local("t", dir.path());
+        let mut config = CatalogConfig::local("t", dir);
         config
             .properties
             .insert("init_catalog_tables".into(), "true".into());
@@ -2506,18 +2502,30 @@ mod tests {
             .create_namespace(&Namespace::new(["db"]))
             .await
             .unwrap();
-        let committer = catalog.committer().unwrap();
-        let id = TableId::parse("db.busy").unwrap();
+        let id = TableId::parse(name).unwrap();
         let schema = Schema::builder()
             .with_fields(vec![
                 NestedField::required(1, "id", Type::Primitive(PrimitiveType::Long)).into(),
             ])
             .build()
             .unwrap();
-        let mut t = catalog
+        let t = catalog
             .create_table(&id, NewTable::new(schema))
             .await
             .unwrap();
+        (catalog, id, t)
+    }
+
+    /// A writer commits between Cryo's selection and its commit: the commit's requirement on
+    /// `main` fails, Cryo reloads, selects again on the new head (which now keeps the new
+    /// snapshot and lets the old head go) and commits.
+    #[tokio::test]
+    async fn a_concurrent_commit_is_retried_on_the_new_head() {
+        use crate::commit::{SnapshotProducer, write_data_files};
+
+        let dir = tempfile::tempdir().unwrap();
+        let (catalog, id, mut t) = id_table(dir.path(), "db.busy").await;
+        let committer = catalog.committer().unwrap();
         for i in 0..4 {
             let w = write_data_files(&t, [ids(i * 5)]).await.unwrap();
             t = SnapshotProducer::new(&t)
@@ -2581,34 +2589,12 @@ mod tests {
     #[tokio::test]
     #[allow(clippy::too_many_lines)] // Reason: one history, then the proofs over it.
     async fn proofs_sharing_a_cache_find_what_fresh_proofs_find() {
-        use iceberg::spec::{NestedField, PrimitiveType, Schema, Type};
-
-        use crate::catalog::{CatalogConfig, Namespace};
-        use crate::commit::{NewTable, SnapshotProducer, write_data_files};
+        use crate::commit::{SnapshotProducer, write_data_files};
         use crate::maintain::{RewriteManifests, RewriteManifestsStatus};
 
         let dir = tempfile::tempdir().unwrap();
-        let mut config = CatalogConfig::local("t", dir.path());
-        config
-            .properties
-            .insert("init_catalog_tables".into(), "true".into());
-        let catalog = Catalog::connect(config).await.unwrap();
-        catalog
-            .create_namespace(&Namespace::new(["db"]))
-            .await
-            .unwrap();
+        let (catalog, id, mut t) = id_table(dir.path(), "db.proofs").await;
         let committer = catalog.committer().unwrap();
-        let id = TableId::parse("db.proofs").unwrap();
-        let schema = Schema::builder()
-            .with_fields(vec![
-                NestedField::required(1, "id", Type::Primitive(PrimitiveType::Long)).into(),
-            ])
-            .build()
-            .unwrap();
-        let mut t = catalog
-            .create_table(&id, NewTable::new(schema))
-            .await
-            .unwrap();
         let path_of = std::cell::RefCell::new(HashMap::new());
         let append = async |t: &LoadedTable, name: &str, first: i64| {
             let w = write_data_files(t, [ids(first)]).await.unwrap();

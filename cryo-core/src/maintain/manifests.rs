@@ -818,10 +818,10 @@ impl PreparedManifestRewrite<'_> {
             // commit.
             let mut guard = None;
             if let Some(fence) = &options.commit_fence {
-                match enter_fence(fence, catalog.name(), &head.id).await {
-                    Ok(g) => {
-                        guard = g;
-                        head = committer.load_head(&head).await?;
+                match enter_fence(fence, catalog.name(), committer.as_ref(), &head).await {
+                    Ok((g, fresh)) => {
+                        guard = Some(g);
+                        head = fresh;
                     }
                     Err(e) => {
                         head = retry.reload_after(committer.as_ref(), &head, e).await?;

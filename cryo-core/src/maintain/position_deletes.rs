@@ -832,14 +832,9 @@ impl PreparedPositionDeleteRewrite<'_> {
                 // Under the fence (if any), no cooperating writer's operation spans the commit,
                 // and the first attempt is staged on the head as the writers in flight left it.
                 let fence = match &self.options.commit_fence {
-                    Some(f) => match enter_fence(f, self.catalog.name(), &self.base.id).await {
-                        Ok(Some(g)) => match committer.load_head(&self.base).await {
-                            Ok(head) => Ok((Some(g), head)),
-                            Err(e) => Err(e),
-                        },
-                        Ok(None) => Ok((None, self.base.clone())),
-                        Err(e) => Err(e),
-                    },
+                    Some(f) => enter_fence(f, self.catalog.name(), committer.as_ref(), &self.base)
+                        .await
+                        .map(|(g, head)| (Some(g), head)),
                     None => Ok((None, self.base.clone())),
                 };
                 let policy = match (policy, fence) {

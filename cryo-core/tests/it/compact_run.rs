@@ -422,8 +422,6 @@ async fn a_commit_fence_keeps_commits_out_of_writer_operations() {
 #[allow(clippy::too_many_lines)] // Reason: three operations under one fence, each checked in turn.
 async fn under_the_fence_cryo_commits_on_the_snapshot_of_the_writer_inside() {
     use std::sync::Arc;
-    use std::sync::atomic::{AtomicBool, Ordering};
-    use std::time::Duration;
 
     use cryo_core::govern::CommitFence;
     use cryo_core::maintain::{
@@ -436,24 +434,6 @@ async fn under_the_fence_cryo_commits_on_the_snapshot_of_the_writer_inside() {
     let (id, mut ids) = fragmented(&catalog, 8).await;
     let mut fence = CommitFence::new(dir.path().join("fence"));
     fence.wait_ms = 30_000;
-    let committer = catalog.committer().unwrap();
-    // A writer inside the fence: it appends `rows` after a pause in which Cryo reaches its
-    // commit and waits; returns the writer's snapshot id.
-    let writer = |rows: std::ops::Range<i64>, cryo_done: Arc<AtomicBool>| {
-        let guard = fence.enter_writer(catalog.name(), &id).unwrap();
-        let (catalog, committer, id) = (&catalog, Arc::clone(&committer), id.clone());
-        async move {
-            let head = catalog.load_table(&id).await.unwrap();
-            tokio::time::sleep(Duration::from_millis(400)).await;
-            assert!(
-                !cryo_done.load(Ordering::SeqCst),
-                "Cryo committed inside a writer operation"
-            );
-            let t = append(committer.as_ref(), &head, rows).await;
-            drop(guard);
-            t.metadata.current_snapshot_id().unwrap()
-        }
-    };
     let parent_of = |t: &cryo_core::LoadedTable, s: i64| {
         t.metadata
             .snapshot_by_id(s)
@@ -469,14 +449,14 @@ async fn under_the_fence_cryo_commits_on_the_snapshot_of_the_writer_inside() {
         .rewrite()
         .await
         .unwrap();
-    let done = Arc::new(AtomicBool::new(false));
-    let write = writer(1000..1005, Arc::clone(&done));
-    let cryo = async {
-        let out = rewritten.commit().await.unwrap();
-        done.store(true, Ordering::SeqCst);
-        out
-    };
-    let (out, written) = tokio::join!(cryo, write);
+    let (out, written) = beside_a_writer(
+        &catalog,
+        &id,
+        &fence,
+        1000..1005,
+        Box::pin(async { rewritten.commit().await.unwrap() }),
+    )
+    .await;
     ids.extend(1000..1005);
     assert_eq!(out.committed_groups(), 2, "{:?}", out.groups);
     assert_eq!(out.retries(), 0, "staged on the writer's snapshot at once");
@@ -485,21 +465,20 @@ async fn under_the_fence_cryo_commits_on_the_snapshot_of_the_writer_inside() {
     assert_eq!(read_rows(&t).await, expected(&ids));
 
     // Manifest rewrite.
-    let done = Arc::new(AtomicBool::new(false));
-    let write = writer(2000..2005, Arc::clone(&done));
-    let cryo = async {
-        let out = RewriteManifests::new(&catalog, id.clone())
-            .with_options(RewriteManifestsOptions {
-                commit_fence: Some(fence.clone()),
-                ..Default::default()
-            })
-            .execute()
-            .await
-            .unwrap();
-        done.store(true, Ordering::SeqCst);
-        out
-    };
-    let (out, written) = tokio::join!(cryo, write);
+    let manifests = RewriteManifests::new(&catalog, id.clone())
+        .with_options(RewriteManifestsOptions {
+            commit_fence: Some(fence.clone()),
+            ..Default::default()
+        })
+        .execute();
+    let (out, written) = beside_a_writer(
+        &catalog,
+        &id,
+        &fence,
+        2000..2005,
+        Box::pin(async { manifests.await.unwrap() }),
+    )
+    .await;
     ids.extend(2000..2005);
     assert_eq!(out.status, RewriteManifestsStatus::Committed, "{out:?}");
     assert_eq!(out.retries, 0);
@@ -519,25 +498,24 @@ async fn under_the_fence_cryo_commits_on_the_snapshot_of_the_writer_inside() {
     // Expiry of every snapshot but the head, deleting what becomes unreachable: the writer's
     // snapshot becomes the head while Cryo waits, so it is kept, and the files it lists too.
     let now = chrono::Utc::now().timestamp_millis();
-    let done = Arc::new(AtomicBool::new(false));
-    let write = writer(3000..3005, Arc::clone(&done));
-    let cryo = async {
-        let out = ExpireSnapshots::new(&catalog, id.clone())
-            .with_options(ExpireOptions {
-                dry_run: false,
-                retain_last: Some(1),
-                older_than_ms: Some(now + 60_000),
-                commit_fence: Some(fence.clone()),
-                ..Default::default()
-            })
-            .with_clock(Arc::new(cryo_core::clock::FixedClock(now + 120_000)))
-            .execute()
-            .await
-            .unwrap();
-        done.store(true, Ordering::SeqCst);
-        out
-    };
-    let (out, written) = tokio::join!(cryo, write);
+    let expiry = ExpireSnapshots::new(&catalog, id.clone())
+        .with_options(ExpireOptions {
+            dry_run: false,
+            retain_last: Some(1),
+            older_than_ms: Some(now + 60_000),
+            commit_fence: Some(fence.clone()),
+            ..Default::default()
+        })
+        .with_clock(Arc::new(cryo_core::clock::FixedClock(now + 120_000)))
+        .execute();
+    let (out, written) = beside_a_writer(
+        &catalog,
+        &id,
+        &fence,
+        3000..3005,
+        Box::pin(async { expiry.await.unwrap() }),
+    )
+    .await;
     ids.extend(3000..3005);
     assert_eq!(out.retries, 0, "{out:?}");
     assert_eq!(out.retained_snapshot_ids, vec![written]);
@@ -547,4 +525,37 @@ async fn under_the_fence_cryo_commits_on_the_snapshot_of_the_writer_inside() {
     let t = catalog.load_table(&id).await.unwrap();
     assert_eq!(t.metadata.snapshots().count(), 1);
     assert_eq!(read_rows(&t).await, expected(&ids));
+}
+
+/// `cryo` beside a writer operation inside `fence` that appends `rows` after a pause in which
+/// Cryo reaches its commit and waits: Cryo's result and the writer's snapshot id. Cryo must not
+/// finish inside the writer's operation.
+async fn beside_a_writer<T>(
+    catalog: &Catalog,
+    id: &TableId,
+    fence: &cryo_core::govern::CommitFence,
+    rows: std::ops::Range<i64>,
+    cryo: impl Future<Output = T>,
+) -> (T, i64) {
+    use std::sync::atomic::{AtomicBool, Ordering};
+
+    let guard = fence.enter_writer(catalog.name(), id).unwrap();
+    let done = AtomicBool::new(false);
+    let cryo = async {
+        let out = cryo.await;
+        done.store(true, Ordering::SeqCst);
+        out
+    };
+    let write = async {
+        let head = catalog.load_table(id).await.unwrap();
+        tokio::time::sleep(std::time::Duration::from_millis(400)).await;
+        assert!(
+            !done.load(Ordering::SeqCst),
+            "Cryo committed inside a writer operation"
+        );
+        let t = append(catalog.committer().unwrap().as_ref(), &head, rows).await;
+        drop(guard);
+        t.metadata.current_snapshot_id().unwrap()
+    };
+    tokio::join!(cryo, write)
 }
