@@ -360,7 +360,7 @@ async fn read_equality_file(
         .await?
         .try_collect()
         .await?;
-    let fields = equality_sort_fields(schema, &del.equality_ids)?;
+    let fields = equality_sort_fields(schema, reader, &del.equality_ids)?;
     let converter = RowConverter::new(fields)
         .map_err(|e| Error::Internal(format!("equality key encoder: {e}")))?;
     let mut keys = HashSet::new();
@@ -402,19 +402,23 @@ async fn read_equality_file(
     })
 }
 
-fn equality_sort_fields(schema: &SchemaRef, ids: &[i32]) -> Result<Vec<SortField>> {
-    let arrow = iceberg::arrow::schema_to_arrow_schema(schema)
-        .map_err(|e| Error::Internal(format!("Arrow schema: {e}")))?;
+/// The key encoding of equality fields `ids`, in the types `reader` delivers them in (the
+/// delete rows and the data rows are both read by it).
+fn equality_sort_fields(
+    schema: &SchemaRef,
+    reader: &DataReader,
+    ids: &[i32],
+) -> Result<Vec<SortField>> {
     ids.iter()
         .map(|id| {
             let name = &schema
                 .field_by_id(*id)
                 .ok_or_else(|| Error::Internal(format!("field {id} vanished")))?
                 .name;
-            arrow
-                .field_with_name(name)
-                .map(|f| SortField::new(f.data_type().clone()))
-                .map_err(|e| Error::Internal(format!("field {id}: {e}")))
+            reader
+                .field_type(*id)
+                .map(|t| SortField::new(t.clone()))
+                .ok_or_else(|| Error::Internal(format!("field {id} ({name}) is not top-level")))
         })
         .collect()
 }

@@ -75,8 +75,11 @@ pub(crate) fn storage_err(path: &str, what: &str, e: iceberg::Error) -> Error {
 pub(crate) struct DataReader {
     reader: ArrowReader,
     schema: SchemaRef,
-    /// The current schema's Arrow form (what upstream's reader produces).
+    /// The current schema's Arrow form (what upstream's reader produces), with top-level
+    /// strings as views when [`with_string_views`](Self::with_string_views) asked for them:
+    /// the form of every batch this reader returns.
     arrow_schema: ArrowSchemaRef,
+    string_views: bool,
     name_mapping: Option<Arc<NameMapping>>,
     file_io: iceberg::io::FileIO,
 }
@@ -107,6 +110,7 @@ impl DataReader {
         );
         Ok(Self {
             arrow_schema,
+            string_views: false,
             file_io: table.file_io.clone(),
             reader: ArrowReaderBuilder::new(table.file_io.clone(), runtime)
                 .with_data_file_concurrency_limit(1)
@@ -116,6 +120,35 @@ impl DataReader {
             schema: Arc::clone(table.metadata.current_schema()),
             name_mapping,
         })
+    }
+
+    /// Deliver top-level string columns as string views (`Utf8View`).
+    ///
+    /// A view points into the decoded page instead of holding a copy of its bytes: dictionary
+    /// pages (the usual encoding of small files' strings) are decoded once per file rather than
+    /// once per row, and dropping deleted rows and gathering staging batches move 16-byte views
+    /// rather than the strings (the Parquet writer takes views for string columns as they are).
+    /// Only for the bin-pack rewrite: sort keys and partition transforms take plain strings.
+    pub(crate) fn with_string_views(mut self) -> Self {
+        self.string_views = true;
+        self.arrow_schema = Arc::new(ArrowSchema::new_with_metadata(
+            self.arrow_schema
+                .fields()
+                .iter()
+                .map(viewed)
+                .collect::<Vec<_>>(),
+            self.arrow_schema.metadata().clone(),
+        ));
+        self
+    }
+
+    /// The Arrow type this reader delivers the top-level field `id` in.
+    pub(crate) fn field_type(&self, id: i32) -> Option<&DataType> {
+        self.arrow_schema
+            .fields()
+            .iter()
+            .find(|f| field_id(f) == Some(id))
+            .map(|f| f.data_type())
     }
 
     /// The rows of one Parquet file, in file order, with the fields `ids` of the current schema.
@@ -158,10 +191,20 @@ impl DataReader {
         let Ok(meta) = ParquetMetaDataReader::new().parse_and_finish(&bytes) else {
             return Ok(None);
         };
-        let Ok(meta) = ArrowReaderMetadata::try_new(Arc::new(meta), ArrowReaderOptions::new())
+        let Ok(mut meta) = ArrowReaderMetadata::try_new(Arc::new(meta), ArrowReaderOptions::new())
         else {
             return Ok(None);
         };
+        if self.string_views {
+            let fields: Vec<_> = meta.schema().fields().iter().map(viewed).collect();
+            let hint = ArrowSchema::new_with_metadata(fields, meta.schema().metadata().clone());
+            let options = ArrowReaderOptions::new().with_schema(Arc::new(hint));
+            let Ok(viewed) = ArrowReaderMetadata::try_new(Arc::clone(meta.metadata()), options)
+            else {
+                return Ok(None);
+            };
+            meta = viewed;
+        }
         let Some(plan) = DirectPlan::new(meta.schema(), &target) else {
             return Ok(None);
         };
@@ -217,13 +260,21 @@ impl DataReader {
             .build();
         let tasks: FileScanTaskStream = Box::pin(futures::stream::iter([Ok(task)]));
         let owned = path.to_string();
+        let views = self.string_views;
         let stream = self
             .reader
             .clone()
             .read(tasks)
             .map_err(|e| storage_err(path, "read Parquet", e))?
             .stream()
-            .map_err(move |e| storage_err(&owned, "read Parquet", e));
+            .map_err(move |e| storage_err(&owned, "read Parquet", e))
+            .map(move |b| {
+                if views {
+                    b.and_then(|b| string_views(&b))
+                } else {
+                    b
+                }
+            });
         Ok(Box::pin(stream))
     }
 
@@ -263,6 +314,47 @@ pub(crate) fn decode(
         .with_projection(mask)
         .with_batch_size(READ_BATCH_ROWS)
         .build()
+}
+
+/// `f`, a string column read as string views.
+fn viewed(f: &arrow_schema::FieldRef) -> arrow_schema::FieldRef {
+    match f.data_type() {
+        DataType::Utf8 => Arc::new(f.as_ref().clone().with_data_type(DataType::Utf8View)),
+        _ => Arc::clone(f),
+    }
+}
+
+/// `batch` with its top-level string columns as views of the same bytes (no copy).
+fn string_views(batch: &RecordBatch) -> Result<RecordBatch> {
+    use arrow_array::cast::AsArray;
+    if !batch
+        .schema()
+        .fields()
+        .iter()
+        .any(|f| f.data_type() == &DataType::Utf8)
+    {
+        return Ok(batch.clone());
+    }
+    let schema = batch.schema();
+    let fields: Vec<_> = schema.fields().iter().map(viewed).collect();
+    let columns = batch
+        .columns()
+        .iter()
+        .map(|c| match c.data_type() {
+            DataType::Utf8 => {
+                Arc::new(arrow_array::StringViewArray::from(c.as_string::<i32>())) as ArrayRef
+            }
+            _ => Arc::clone(c),
+        })
+        .collect();
+    RecordBatch::try_new(
+        Arc::new(ArrowSchema::new_with_metadata(
+            fields,
+            schema.metadata().clone(),
+        )),
+        columns,
+    )
+    .map_err(|e| Error::Internal(format!("string views: {e}")))
 }
 
 /// The field id Parquet records for an Arrow field.
@@ -629,6 +721,63 @@ mod tests {
 
     fn ts(tz: &str) -> DataType {
         DataType::Timestamp(TimeUnit::Microsecond, Some(tz.into()))
+    }
+
+    #[test]
+    fn strings_decode_as_views_of_the_same_values_and_convert_back() {
+        use parquet::arrow::ArrowWriter;
+        let schema = Arc::new(ArrowSchema::new(vec![
+            field("id", 1, DataType::Int64, false),
+            field("s", 2, DataType::Utf8, true),
+        ]));
+        // Dictionary-encoded (few distinct values), long and short strings, and nulls.
+        let values: Vec<Option<String>> = (0..5000)
+            .map(|i| (i % 7 != 3).then(|| format!("value-{}-{}", i % 13, "x".repeat(i % 20))))
+            .collect();
+        let batch = RecordBatch::try_new(
+            Arc::clone(&schema),
+            vec![
+                Arc::new(Int64Array::from_iter_values(0..5000)),
+                Arc::new(StringArray::from(values.clone())),
+            ],
+        )
+        .expect("batch");
+        let mut bytes = Vec::new();
+        let mut w = ArrowWriter::try_new(&mut bytes, Arc::clone(&schema), None).expect("writer");
+        w.write(&batch).expect("write");
+        w.close().expect("close");
+        let bytes = Bytes::from(bytes);
+        let meta = ArrowReaderMetadata::load(&bytes, ArrowReaderOptions::new()).expect("footer");
+        let fields: Vec<_> = meta.schema().fields().iter().map(viewed).collect();
+        let hint = Arc::new(ArrowSchema::new(fields));
+        let meta = ArrowReaderMetadata::try_new(
+            Arc::clone(meta.metadata()),
+            ArrowReaderOptions::new().with_schema(hint),
+        )
+        .expect("view hint");
+        let mask = ProjectionMask::all();
+        let decoded: Vec<RecordBatch> = decode(bytes, meta, mask)
+            .expect("reader")
+            .collect::<std::result::Result<_, _>>()
+            .expect("decode");
+        let mut got: Vec<Option<String>> = Vec::new();
+        for b in &decoded {
+            assert_eq!(b.column(1).data_type(), &DataType::Utf8View);
+            let plain = crate::compact::write::plain_strings(b).expect("plain");
+            assert_eq!(plain.column(1).data_type(), &DataType::Utf8);
+            assert_eq!(field_id(plain.schema().field(1)), Some(2), "field id kept");
+            let s = plain
+                .column(1)
+                .as_any()
+                .downcast_ref::<StringArray>()
+                .expect("strings");
+            got.extend(s.iter().map(|v| v.map(str::to_string)));
+            // And back to views without a copy of the values.
+            let again = string_views(&plain).expect("views");
+            assert_eq!(again.schema(), b.schema());
+            assert_eq!(again.column(1).as_ref(), b.column(1).as_ref());
+        }
+        assert_eq!(got, values);
     }
 
     #[test]

@@ -144,7 +144,11 @@ pub async fn rewrite_group(
         settings.codec_defaulted,
         settings.row_group_bytes,
     );
-    let reader = DataReader::new(table)?;
+    let reader = if ordering.is_none() {
+        DataReader::new(table)?.with_string_views()
+    } else {
+        DataReader::new(table)?
+    };
     let deletes = GroupDeletes::load(table, group, &reader, schema).await?;
     let sort_order_id = ordering.as_ref().and_then(|o| o.sort_order_id);
     let same_spec = group.partition.spec_id == md.default_partition_spec_id();

@@ -137,11 +137,24 @@ fn plain_columns(sample: &RecordBatch) -> Vec<String> {
         // Plain byte arrays carry a 4-byte length each.
         let prefix = usize::from(matches!(
             field.data_type(),
-            DataType::Utf8 | DataType::LargeUtf8 | DataType::Binary | DataType::LargeBinary
+            DataType::Utf8
+                | DataType::Utf8View
+                | DataType::LargeUtf8
+                | DataType::Binary
+                | DataType::LargeBinary
         )) * 4;
         let data = column.to_data();
         let values: Vec<&[u8]> = match field.data_type() {
             DataType::Utf8 => byte_values::<Utf8Type>(column),
+            DataType::Utf8View => {
+                use arrow_array::cast::AsArray;
+                column
+                    .as_string_view()
+                    .iter()
+                    .flatten()
+                    .map(str::as_bytes)
+                    .collect()
+            }
             DataType::LargeUtf8 => byte_values::<LargeUtf8Type>(column),
             DataType::Binary => byte_values::<BinaryType>(column),
             DataType::LargeBinary => byte_values::<LargeBinaryType>(column),
@@ -180,6 +193,45 @@ fn plain_columns(sample: &RecordBatch) -> Vec<String> {
         }
     }
     plain
+}
+
+/// `batch` with its string-view columns as plain strings (a copy; see
+/// [`DataReader::with_string_views`](super::read::DataReader::with_string_views)).
+pub(crate) fn plain_strings(batch: &RecordBatch) -> Result<RecordBatch> {
+    use arrow_array::cast::AsArray;
+    use arrow_array::{ArrayRef, StringArray};
+    use arrow_schema::{DataType, Schema};
+    let schema = batch.schema();
+    if !schema
+        .fields()
+        .iter()
+        .any(|f| f.data_type() == &DataType::Utf8View)
+    {
+        return Ok(batch.clone());
+    }
+    let fields: Vec<_> = schema
+        .fields()
+        .iter()
+        .map(|f| match f.data_type() {
+            DataType::Utf8View => Arc::new(f.as_ref().clone().with_data_type(DataType::Utf8)),
+            _ => Arc::clone(f),
+        })
+        .collect();
+    let columns = batch
+        .columns()
+        .iter()
+        .map(|c| match c.data_type() {
+            DataType::Utf8View => {
+                Arc::new(c.as_string_view().iter().collect::<StringArray>()) as ArrayRef
+            }
+            _ => Arc::clone(c),
+        })
+        .collect();
+    RecordBatch::try_new(
+        Arc::new(Schema::new_with_metadata(fields, schema.metadata().clone())),
+        columns,
+    )
+    .map_err(|e| Error::Internal(format!("plain strings: {e}")))
 }
 
 /// The non-null values of a string or binary column, as bytes.
@@ -343,7 +395,8 @@ impl GroupWriter {
             (Some(_), Some(key)) => vec![(Some(key.clone()), batch)],
             (Some(s), None) => {
                 let split = |b: &RecordBatch| -> Result<Vec<(Option<PartitionKey>, RecordBatch)>> {
-                    Ok(s.split(b)
+                    // Partition transforms take plain strings.
+                    Ok(s.split(&plain_strings(b)?)
                         .map_err(|e| {
                             Error::Internal(format!("{}: partition rows: {e}", self.table.id))
                         })?
