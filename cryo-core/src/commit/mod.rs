@@ -56,6 +56,7 @@
 mod committer;
 mod create;
 mod files;
+mod manifest_out;
 mod producer;
 mod rest;
 mod retry;

@@ -6,15 +6,15 @@ use std::sync::Arc;
 
 use iceberg::spec::{
     DataContentType, DataFile, DataFileBuilder, DataFileFormat, FormatVersion, MAIN_BRANCH,
-    Manifest, ManifestContentType, ManifestFile, ManifestListWriter, ManifestWriter,
-    ManifestWriterBuilder, Operation, PartitionSpecRef, Snapshot, SnapshotReference,
-    SnapshotRetention, TableMetadata,
+    Manifest, ManifestContentType, ManifestFile, ManifestListWriter, Operation, PartitionSpecRef,
+    Snapshot, SnapshotReference, SnapshotRetention, TableMetadata,
 };
 use iceberg::{TableRequirement, TableUpdate};
 
 use super::committer::{CatalogCommitter, TableChanges, discard, metadata_dir};
 use super::files::{read_manifest, read_manifest_list, read_manifests};
 use super::iceberg_error;
+use super::manifest_out::ManifestOut;
 use super::summary::{SummaryBuilder, is_deletion_vector};
 use crate::catalog::LoadedTable;
 use crate::clock::{self, Clock};
@@ -986,7 +986,7 @@ impl SnapshotProducer {
             }
         }
         for ((_, _, cluster), (content, spec, entries)) in merged {
-            let mut writer: Option<ManifestWriter> = None;
+            let mut writer: Option<ManifestOut> = None;
             let mut estimate = 0u64;
             for (bytes, e) in entries {
                 if writer.is_some() && estimate + bytes > target {
@@ -1249,7 +1249,7 @@ impl SnapshotProducer {
         names: &mut ManifestNames,
         content: ManifestContentType,
         spec: Option<&PartitionSpecRef>,
-    ) -> Result<(String, ManifestWriter)> {
+    ) -> Result<(String, ManifestOut)> {
         let md = self.base.metadata.as_ref();
         let table = self.base.id.to_string();
         // Java's naming: <commit uuid>-m<n>.avro.
@@ -1280,20 +1280,15 @@ fn manifest_writer(
     snapshot_id: i64,
     content: ManifestContentType,
     spec: &PartitionSpecRef,
-) -> ManifestWriter {
-    let builder = ManifestWriterBuilder::new(
+) -> ManifestOut {
+    ManifestOut::new(
         output,
         Some(snapshot_id),
         Arc::clone(md.current_schema()),
         spec.as_ref().clone(),
-    );
-    match (md.format_version(), content) {
-        (FormatVersion::V1, _) => builder.build_v1(),
-        (FormatVersion::V2, ManifestContentType::Data) => builder.build_v2_data(),
-        (FormatVersion::V2, ManifestContentType::Deletes) => builder.build_v2_deletes(),
-        (FormatVersion::V3, ManifestContentType::Data) => builder.build_v3_data(),
-        (FormatVersion::V3, ManifestContentType::Deletes) => builder.build_v3_deletes(),
-    }
+        md.format_version(),
+        content,
+    )
 }
 
 /// The live entries of manifest `mf` (read as `manifest`) as a rewritten manifest must carry
@@ -1444,7 +1439,7 @@ struct Removals {
 /// Write `writer`'s manifest and list it, with the cluster of its live entries.
 async fn finish_manifest(
     table: &str,
-    writer: ManifestWriter,
+    writer: ManifestOut,
     cluster: Option<usize>,
     manifests: &mut Vec<ManifestFile>,
     clusters: &mut Vec<(String, Option<usize>)>,
