@@ -19,18 +19,29 @@ pub async fn read_table_metadata(
     table: &str,
     location: &str,
 ) -> Result<TableMetadataRef> {
-    let bytes = storage.read_all(location).await.map_err(|e| match e {
+    let bytes = read_metadata_file(storage, table, location, "metadata file").await?;
+    parse_table_metadata(table, location, &bytes).map(Arc::new)
+}
+
+/// The bytes of one of `table`'s metadata files (`what`: "metadata file", "manifest list",
+/// "manifest"); a storage failure is a metadata error naming the file.
+pub(crate) async fn read_metadata_file(
+    storage: &ObjectStorage,
+    table: &str,
+    location: &str,
+    what: &str,
+) -> Result<bytes::Bytes> {
+    storage.read_all(location).await.map_err(|e| match e {
         Error::Storage {
             message, source, ..
         } => Error::Metadata {
             table: table.to_string(),
             location: location.to_string(),
-            message: format!("cannot read metadata file: {message}"),
+            message: format!("cannot read {what}: {message}"),
             source,
         },
         other => other,
-    })?;
-    parse_table_metadata(table, location, &bytes).map(Arc::new)
+    })
 }
 
 /// Parse `metadata.json` bytes.

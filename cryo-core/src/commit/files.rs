@@ -1,7 +1,7 @@
 //! Reading the manifests a commit builds on.
 
-use futures::{FutureExt, StreamExt, TryStreamExt};
-use iceberg::spec::{DataFile, Manifest, ManifestFile, ManifestStatus, Snapshot};
+use futures::{StreamExt, TryStreamExt};
+use iceberg::spec::{DataFile, Manifest, ManifestEntry, ManifestFile, ManifestStatus, Snapshot};
 
 use crate::catalog::LoadedTable;
 use crate::error::{Error, Result};
@@ -86,21 +86,13 @@ pub(crate) async fn read_manifest_list(
 ) -> Result<Vec<ManifestFile>> {
     let name = table.id.to_string();
     let location = snapshot.manifest_list();
-    let bytes = table
-        .storage
-        .read_all(location)
-        .await
-        .map_err(|e| match e {
-            Error::Storage {
-                message, source, ..
-            } => Error::Metadata {
-                table: name.clone(),
-                location: location.to_string(),
-                message: format!("cannot read manifest list: {message}"),
-                source,
-            },
-            other => other,
-        })?;
+    let bytes = crate::catalog::metadata::read_metadata_file(
+        &table.storage,
+        &name,
+        location,
+        "manifest list",
+    )
+    .await?;
     let list =
         crate::catalog::metadata::parse_manifest_list(&bytes, table.metadata.format_version())
             .map_err(|e| Error::metadata(&name, location, format!("corrupt manifest list: {e}")))?;
@@ -115,26 +107,38 @@ pub(crate) async fn read_manifest(table: &LoadedTable, mf: &ManifestFile) -> Res
             table.id, mf.manifest_path
         )));
     }
-    // Upstream reads and parses (and applies inheritance); its Avro reader may panic on a
-    // corrupt header (see `catalog::metadata::parse_manifest`), hence the guard.
-    crate::catalog::metadata::limit_avro_allocations();
-    match std::panic::AssertUnwindSafe(mf.load_manifest(&table.file_io))
-        .catch_unwind()
-        .await
-    {
-        Ok(loaded) => loaded.map_err(|e| Error::Metadata {
-            table: table.id.to_string(),
-            location: mf.manifest_path.clone(),
-            message: format!("cannot read manifest: {}", e.message()),
-            source: Some(Box::new(e)),
-        }),
-        Err(panic) => Err(Error::metadata(
-            &table.id,
-            &mf.manifest_path,
-            format!(
-                "corrupt manifest: the Avro reader failed on it: {}",
-                crate::catalog::metadata::panic_message(panic.as_ref())
-            ),
-        )),
-    }
+    let name = table.id.to_string();
+    let path = mf.manifest_path.as_str();
+    let bytes =
+        crate::catalog::metadata::read_metadata_file(&table.storage, &name, path, "manifest")
+            .await?;
+    // The manifests Cryo wrote decode without upstream's value trees; the rest as before.
+    let manifest = match super::manifest_in::parse(&bytes).await {
+        Some(manifest) => manifest,
+        None => crate::catalog::metadata::parse_manifest(&bytes)
+            .map_err(|e| Error::metadata(&name, path, format!("corrupt manifest: {e}")))?,
+    };
+    Ok(inherit(manifest, mf))
+}
+
+/// `manifest`'s entries with what they leave unset taken from its list entry `mf` (the spec's
+/// inheritance, as upstream's `load_manifest` applies it): the snapshot id, and for `ADDED`
+/// entries (or any entry of a manifest of sequence number 0) the data and file sequence numbers.
+fn inherit(manifest: Manifest, mf: &ManifestFile) -> Manifest {
+    let (entries, metadata) = manifest.into_parts();
+    let inherits_seq =
+        |e: &ManifestEntry| e.status == ManifestStatus::Added || mf.sequence_number == 0;
+    let entries = entries
+        .into_iter()
+        .map(|e| {
+            let mut e = std::sync::Arc::unwrap_or_clone(e);
+            e.snapshot_id = e.snapshot_id.or(Some(mf.added_snapshot_id));
+            if inherits_seq(&e) {
+                e.sequence_number = e.sequence_number.or(Some(mf.sequence_number));
+                e.file_sequence_number = e.file_sequence_number.or(Some(mf.sequence_number));
+            }
+            e
+        })
+        .collect();
+    Manifest::new(metadata, entries)
 }

@@ -25,7 +25,7 @@ use iceberg::{Error as IcebergError, ErrorKind};
 const BLOCK_BYTES: usize = 64_000;
 
 /// Avro object container files start with these four bytes.
-const AVRO_MAGIC: &[u8; 4] = b"Obj\x01";
+pub(super) const AVRO_MAGIC: &[u8; 4] = b"Obj\x01";
 
 /// The in-memory store upstream's header is written to and read back from.
 static HEADER_IO: LazyLock<FileIO> =
@@ -69,6 +69,32 @@ impl Kind {
             (FormatVersion::V3, ManifestContentType::Data) => builder.build_v3_data(),
             (FormatVersion::V3, ManifestContentType::Deletes) => builder.build_v3_deletes(),
         }
+    }
+
+    /// Upstream's header for such a manifest: written with no entries to memory and read back.
+    async fn header(&self) -> IceResult<Header> {
+        let location = format!(
+            "memory://cryo-manifest-headers/{}.avro",
+            uuid::Uuid::new_v4()
+        );
+        let written = async {
+            self.upstream(HEADER_IO.new_output(&location)?)
+                .write_manifest_file()
+                .await?;
+            HEADER_IO.new_input(&location)?.read().await
+        }
+        .await;
+        HEADER_IO.delete(&location).await?;
+        let bytes = written?.to_vec();
+        if bytes.len() < AVRO_MAGIC.len() + 16 || !bytes.starts_with(AVRO_MAGIC) {
+            return Err(IcebergError::new(
+                ErrorKind::Unexpected,
+                "upstream's manifest header is not an Avro container header",
+            ));
+        }
+        let mut sync = [0u8; 16];
+        sync.copy_from_slice(&bytes[bytes.len() - 16..]);
+        Ok(Header { bytes, sync })
     }
 }
 
@@ -194,7 +220,7 @@ impl ManifestOut {
         let mut body = Vec::new();
         let mut block = Vec::with_capacity(BLOCK_BYTES + 4096);
         let mut in_block = 0usize;
-        let header = Box::pin(self.header()).await?;
+        let header = Box::pin(self.kind.header()).await?;
         let sync = header.sync;
         body.extend_from_slice(&header.bytes);
         for entry in &self.entries {
@@ -277,33 +303,6 @@ impl ManifestOut {
         }
         writer.write_manifest_file().await
     }
-
-    /// Upstream's header for this manifest: written with no entries to memory and read back.
-    async fn header(&self) -> IceResult<Header> {
-        let location = format!(
-            "memory://cryo-manifest-headers/{}.avro",
-            uuid::Uuid::new_v4()
-        );
-        let written = async {
-            self.kind
-                .upstream(HEADER_IO.new_output(&location)?)
-                .write_manifest_file()
-                .await?;
-            HEADER_IO.new_input(&location)?.read().await
-        }
-        .await;
-        HEADER_IO.delete(&location).await?;
-        let bytes = written?.to_vec();
-        if bytes.len() < AVRO_MAGIC.len() + 16 || !bytes.starts_with(AVRO_MAGIC) {
-            return Err(IcebergError::new(
-                ErrorKind::Unexpected,
-                "upstream's manifest header is not an Avro container header",
-            ));
-        }
-        let mut sync = [0u8; 16];
-        sync.copy_from_slice(&bytes[bytes.len() - 16..]);
-        Ok(Header { bytes, sync })
-    }
 }
 
 /// An Avro container header and the sync marker it ends with.
@@ -313,7 +312,7 @@ struct Header {
 }
 
 /// Whether every partition field's Avro form is one this encoder writes.
-fn encodable(partition_type: &StructType) -> bool {
+pub(super) fn encodable(partition_type: &StructType) -> bool {
     partition_type.fields().iter().all(|f| {
         matches!(
             *f.field_type,
@@ -401,8 +400,8 @@ fn put_map<V>(
 }
 
 /// A count of a metrics map.
-fn put_count(out: &mut Vec<u8>, v: &u64) -> Option<()> {
-    put_long(out, i64::try_from(*v).ok()?);
+fn put_count(out: &mut Vec<u8>, v: u64) -> Option<()> {
+    put_long(out, i64::try_from(v).ok()?);
     Some(())
 }
 
@@ -464,10 +463,10 @@ fn encode_entry(out: &mut Vec<u8>, e: &ManifestEntry, partition_type: &StructTyp
     }
     put_long(out, i64::try_from(f.record_count()).ok()?);
     put_long(out, i64::try_from(f.file_size_in_bytes()).ok()?);
-    put_map(out, f.column_sizes(), put_count)?;
-    put_map(out, f.value_counts(), put_count)?;
-    put_map(out, f.null_value_counts(), put_count)?;
-    put_map(out, f.nan_value_counts(), put_count)?;
+    put_map(out, f.column_sizes(), |o, v| put_count(o, *v))?;
+    put_map(out, f.value_counts(), |o, v| put_count(o, *v))?;
+    put_map(out, f.null_value_counts(), |o, v| put_count(o, *v))?;
+    put_map(out, f.nan_value_counts(), |o, v| put_count(o, *v))?;
     put_map(out, f.lower_bounds(), put_bound)?;
     put_map(out, f.upper_bounds(), put_bound)?;
     match f.key_metadata() {
@@ -587,6 +586,21 @@ fn datum(ty: &PrimitiveType, p: &PrimitiveLiteral) -> Option<Datum> {
     })
 }
 
+/// The `avro.schema` upstream writes into the header of manifests like `metadata`.
+pub(super) async fn expected_header_schema(
+    metadata: &iceberg::spec::ManifestMetadata,
+) -> Option<Vec<u8>> {
+    let kind = Kind {
+        snapshot_id: None,
+        schema: Arc::clone(&metadata.schema),
+        spec: metadata.partition_spec.clone(),
+        format_version: metadata.format_version,
+        content: metadata.content,
+    };
+    let header = Box::pin(kind.header()).await.ok()?;
+    super::manifest_in::header_schema(&header.bytes)
+}
+
 #[cfg(test)]
 mod tests {
     use std::collections::HashMap;
@@ -659,6 +673,7 @@ mod tests {
             PrimitiveType::Double => PrimitiveLiteral::Double((n as f64 / 3.0).into()),
             PrimitiveType::String => PrimitiveLiteral::String(format!("v-{n}-é")),
             PrimitiveType::Binary => PrimitiveLiteral::Binary(vec![n as u8, 0, 255]),
+            PrimitiveType::Decimal { .. } => PrimitiveLiteral::Int128(i128::from(n) * 100 + 1),
             _ => PrimitiveLiteral::Long(n * 1_000_003 - 7),
         })
     }
@@ -939,5 +954,110 @@ mod tests {
         let f = files(&[PrimitiveType::Int], DataContentType::PositionDeletes, 0).remove(0);
         assert!(m.add_file(f.clone(), 1).is_err());
         assert!(m.add_existing_file(f, 1, 1, None).is_err());
+    }
+    /// What `manifest_in::parse` makes of `bytes`, against upstream's reader.
+    async fn read_both(bytes: &[u8]) -> (Option<Manifest>, Result<Manifest, String>) {
+        (
+            super::super::manifest_in::parse(bytes).await,
+            crate::catalog::metadata::parse_manifest(bytes),
+        )
+    }
+
+    #[tokio::test]
+    async fn cryo_s_reader_reads_what_upstream_reads_from_these_manifests() {
+        let types: Vec<_> = ALL_TYPES
+            .iter()
+            .filter(|t| !matches!(t, PrimitiveType::TimestampNs | PrimitiveType::TimestamptzNs))
+            .cloned()
+            .collect();
+        for version in [FormatVersion::V2, FormatVersion::V3] {
+            for content in [ManifestContentType::Data, ManifestContentType::Deletes] {
+                for maps in [0, 5] {
+                    // Written by Cryo and by upstream: the same schema, so both decode here.
+                    for (_, bytes) in both(&types, version, content, maps).await {
+                        let (fast, slow) = read_both(&bytes).await;
+                        let (fast, slow) =
+                            (fast.expect("decoded by Cryo"), slow.expect("upstream"));
+                        assert_eq!(fast.metadata(), slow.metadata());
+                        assert_eq!(fast.entries().len(), 7);
+                        assert_eq!(fast.entries(), slow.entries(), "{version:?} {content:?}");
+                    }
+                }
+            }
+        }
+        // Unpartitioned.
+        let [(_, bytes), _] = both(&[], FormatVersion::V2, ManifestContentType::Data, 3).await;
+        let (fast, slow) = read_both(&bytes).await;
+        assert_eq!(
+            fast.expect("decoded").entries(),
+            slow.expect("upstream").entries()
+        );
+    }
+
+    #[tokio::test]
+    async fn cryo_s_reader_leaves_other_manifests_to_upstream() {
+        // v1, and partition types it does not read.
+        let (schema, spec) = table(&[PrimitiveType::Int]);
+        let (location, mut m) =
+            memory_manifest(&schema, &spec, FormatVersion::V1, ManifestContentType::Data);
+        for f in files(&[PrimitiveType::Int], DataContentType::Data, 2) {
+            m.add_existing_file(f, 1, 0, Some(0)).expect("add");
+        }
+        m.write_manifest_file().await.expect("write");
+        let (fast, slow) = read_both(&take(&location).await).await;
+        assert!(fast.is_none() && slow.is_ok());
+        let decimal = PrimitiveType::Decimal {
+            precision: 9,
+            scale: 2,
+        };
+        for t in [PrimitiveType::TimestampNs, decimal] {
+            let [(_, bytes), _] = both(
+                std::slice::from_ref(&t),
+                FormatVersion::V2,
+                ManifestContentType::Data,
+                0,
+            )
+            .await;
+            assert!(read_both(&bytes).await.0.is_none(), "{t}");
+        }
+        // Another writer's schema for the same partition type (a field renamed in the header).
+        let [(_, bytes), _] = both(
+            &[PrimitiveType::Long],
+            FormatVersion::V2,
+            ManifestContentType::Data,
+            1,
+        )
+        .await;
+        let renamed =
+            String::from_utf8_lossy(&bytes).replacen("\"sort_order_id\"", "\"sort_order_iX\"", 1);
+        assert_ne!(renamed.as_bytes(), &bytes[..]);
+        assert!(read_both(renamed.as_bytes()).await.0.is_none());
+    }
+
+    #[tokio::test]
+    async fn cryo_s_reader_never_accepts_what_upstream_refuses() {
+        let [(_, bytes), _] = both(
+            &[PrimitiveType::String, PrimitiveType::Date],
+            FormatVersion::V2,
+            ManifestContentType::Data,
+            2,
+        )
+        .await;
+        let mut decoded = 0;
+        for len in 0..bytes.len() {
+            let (fast, slow) = read_both(&bytes[..len]).await;
+            assert!(fast.is_none() || slow.is_ok(), "a prefix of {len} bytes");
+        }
+        for at in (0..bytes.len()).step_by(3) {
+            let mut flipped = bytes.clone();
+            flipped[at] ^= 0x5a;
+            let (fast, slow) = read_both(&flipped).await;
+            if let Some(fast) = fast {
+                decoded += 1;
+                let slow = slow.unwrap_or_else(|e| panic!("byte {at}: upstream refused: {e}"));
+                assert_eq!(fast.entries(), slow.entries(), "byte {at}");
+            }
+        }
+        assert!(decoded > 0);
     }
 }

@@ -56,6 +56,7 @@
 mod committer;
 mod create;
 mod files;
+pub(crate) mod manifest_in;
 mod manifest_out;
 mod producer;
 mod rest;

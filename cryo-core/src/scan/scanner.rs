@@ -252,17 +252,9 @@ async fn read_manifest_list(
     location: &str,
     version: FormatVersion,
 ) -> Result<(u64, ManifestList)> {
-    let bytes = storage.read_all(location).await.map_err(|e| match e {
-        Error::Storage {
-            message, source, ..
-        } => Error::Metadata {
-            table: table.to_string(),
-            location: location.to_string(),
-            message: format!("cannot read manifest list: {message}"),
-            source,
-        },
-        other => other,
-    })?;
+    let bytes =
+        crate::catalog::metadata::read_metadata_file(storage, table, location, "manifest list")
+            .await?;
     let list = crate::catalog::metadata::parse_manifest_list(&bytes, version)
         .map_err(|e| Error::metadata(table, location, format!("corrupt manifest list: {e}")))?;
     Ok((bytes.len() as u64, list))
@@ -294,22 +286,16 @@ pub(crate) async fn read_manifest(
             mf.manifest_path
         )));
     }
-    let bytes = storage
-        .read_all(&mf.manifest_path)
-        .await
-        .map_err(|e| match e {
-            Error::Storage {
-                message, source, ..
-            } => Error::Metadata {
-                table: table.to_string(),
-                location: mf.manifest_path.clone(),
-                message: format!("cannot read manifest: {message}"),
-                source,
-            },
-            other => other,
-        })?;
-    let manifest = crate::catalog::metadata::parse_manifest(&bytes)
-        .map_err(|e| Error::metadata(table, &mf.manifest_path, format!("corrupt manifest: {e}")))?;
+    let bytes =
+        crate::catalog::metadata::read_metadata_file(storage, table, &mf.manifest_path, "manifest")
+            .await?;
+    // The manifests Cryo wrote decode without upstream's value trees; the rest as before.
+    let manifest = match crate::commit::manifest_in::parse(&bytes).await {
+        Some(manifest) => manifest,
+        None => crate::catalog::metadata::parse_manifest(&bytes).map_err(|e| {
+            Error::metadata(table, &mf.manifest_path, format!("corrupt manifest: {e}"))
+        })?,
+    };
     let spec_id = manifest.metadata().partition_spec().spec_id();
     let path: Arc<str> = Arc::from(mf.manifest_path.as_str());
     let (entries, _) = manifest.into_parts();
