@@ -57,14 +57,18 @@ fn parse_schema(v: &serde_json::Value, names: &mut HashMap<String, Schema>) -> R
         ))),
         J::Object(o) => {
             let t = o.get("type").ok_or("a schema object without `type`")?;
-            let register = |s: Schema, names: &mut HashMap<String, Schema>| {
-                if let Some(n) = o.get("name").and_then(J::as_str) {
-                    names.insert(n.to_string(), s.clone());
-                    if let Some(ns) = o.get("namespace").and_then(J::as_str) {
-                        names.insert(format!("{ns}.{n}"), s.clone());
-                    }
+            // Named types (records, enums, fixed) must have a name, as the spec (and
+            // upstream's parser) require.
+            let register = |s: Schema, names: &mut HashMap<String, Schema>| -> R<Schema> {
+                let n = o
+                    .get("name")
+                    .and_then(J::as_str)
+                    .ok_or("a named type without a name")?;
+                names.insert(n.to_string(), s.clone());
+                if let Some(ns) = o.get("namespace").and_then(J::as_str) {
+                    names.insert(format!("{ns}.{n}"), s.clone());
                 }
-                s
+                Ok(s)
             };
             match t.as_str() {
                 Some("record" | "error") => {
@@ -99,15 +103,15 @@ fn parse_schema(v: &serde_json::Value, names: &mut HashMap<String, Schema>) -> R
                             ));
                         }
                     }
-                    Ok(register(Schema::Record(Arc::new(out)), names))
+                    register(Schema::Record(Arc::new(out)), names)
                 }
-                Some("enum") => Ok(register(Schema::Enum, names)),
+                Some("enum") => register(Schema::Enum, names),
                 Some("fixed") => {
                     let size = o
                         .get("size")
                         .and_then(J::as_u64)
                         .ok_or("a fixed without a size")?;
-                    Ok(register(Schema::Fixed(size as usize), names))
+                    register(Schema::Fixed(size as usize), names)
                 }
                 Some("array") => Ok(Schema::Array(Arc::new(parse_schema(
                     o.get("items").ok_or("an array without items")?,
@@ -146,15 +150,15 @@ pub(crate) struct Cursor<'a> {
 }
 
 impl<'a> Cursor<'a> {
-    pub(crate) fn new(buf: &'a [u8]) -> Self {
+    fn new(buf: &'a [u8]) -> Self {
         Self { buf, pos: 0 }
     }
 
-    pub(crate) fn done(&self) -> bool {
+    fn done(&self) -> bool {
         self.pos == self.buf.len()
     }
 
-    pub(crate) fn take(&mut self, n: usize) -> R<&'a [u8]> {
+    fn take(&mut self, n: usize) -> R<&'a [u8]> {
         let end = self
             .pos
             .checked_add(n)
@@ -165,7 +169,7 @@ impl<'a> Cursor<'a> {
         Ok(out)
     }
 
-    pub(crate) fn long(&mut self) -> R<i64> {
+    fn long(&mut self) -> R<i64> {
         let mut value: u64 = 0;
         for shift in (0..64).step_by(7) {
             let b = *self.buf.get(self.pos).ok_or("truncated varint")?;
@@ -182,32 +186,15 @@ impl<'a> Cursor<'a> {
         usize::try_from(self.long()?).map_err(|_| "negative length".to_string())
     }
 
-    pub(crate) fn bytes(&mut self) -> R<&'a [u8]> {
+    fn bytes(&mut self) -> R<&'a [u8]> {
         let n = self.len()?;
         self.take(n)
     }
 
-    pub(crate) fn int(&mut self) -> R<i32> {
-        i32::try_from(self.long()?).map_err(|_| "an int out of range".to_string())
-    }
-
-    pub(crate) fn string(&mut self) -> R<&'a str> {
-        std::str::from_utf8(self.bytes()?).map_err(|_| "a string that is not UTF-8".to_string())
-    }
-
-    pub(crate) fn fixed<const N: usize>(&mut self) -> R<[u8; N]> {
+    fn fixed<const N: usize>(&mut self) -> R<[u8; N]> {
         self.take(N)?
             .try_into()
             .map_err(|_| "a fixed of another size".to_string())
-    }
-
-    /// The branch of a `["null", T]` union: whether the value is there.
-    pub(crate) fn present(&mut self) -> R<bool> {
-        match self.long()? {
-            0 => Ok(false),
-            1 => Ok(true),
-            other => Err(format!("branch {other} of a two-branch union")),
-        }
     }
 
     /// Read an array's (or a map's) items, block by block.
@@ -286,24 +273,31 @@ impl<'a> Cursor<'a> {
         }
     }
 
-    fn branch<'s>(&mut self, branches: &'s [Schema]) -> R<&'s Schema> {
+    pub(crate) fn branch<'s>(&mut self, branches: &'s [Schema]) -> R<&'s Schema> {
         let i = usize::try_from(self.long()?).map_err(|_| "negative union branch")?;
         branches
             .get(i)
             .ok_or_else(|| "union branch out of range".into())
     }
 
-    /// An integer, a string/bytes, or null (through unions).
+    /// A primitive value or null (through unions).
     pub(crate) fn leaf(&mut self, s: &Schema) -> R<Leaf<'a>> {
         Ok(match s {
             Schema::Int | Schema::Long => Leaf::Long(self.long()?),
             Schema::String | Schema::Bytes => Leaf::Bytes(self.bytes()?),
             Schema::Null => Leaf::Null,
+            Schema::Boolean => match self.fixed::<1>()? {
+                [0] => Leaf::Boolean(false),
+                [1] => Leaf::Boolean(true),
+                _ => return Err("a boolean that is neither 0 nor 1".into()),
+            },
+            Schema::Float => Leaf::Float(f32::from_le_bytes(self.fixed()?)),
+            Schema::Double => Leaf::Double(f64::from_le_bytes(self.fixed()?)),
             Schema::Union(branches) => {
                 let b = self.branch(branches)?;
                 return self.leaf(b);
             }
-            other => return Err(format!("expected an integer or a string, found {other:?}")),
+            other => return Err(format!("expected a primitive, found {other:?}")),
         })
     }
 
@@ -324,11 +318,14 @@ impl<'a> Cursor<'a> {
 }
 
 /// A field value reachability reads.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq)]
 pub(crate) enum Leaf<'a> {
     Null,
     Long(i64),
     Bytes(&'a [u8]),
+    Boolean(bool),
+    Float(f32),
+    Double(f64),
 }
 
 impl<'a> Leaf<'a> {

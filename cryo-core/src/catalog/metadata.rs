@@ -95,9 +95,17 @@ pub fn parse_manifest_list(
     guarded(|| ManifestList::parse_with_version(bytes, version))
 }
 
-/// Parse a manifest with upstream's reader (see [`parse_manifest_list`] for why panics are caught).
+/// Parse a manifest (entries as written: nothing inherited from the manifest list yet).
+///
+/// Cryo's decoder (`commit::manifest_in`) reads the manifests it can (v2/v3, plain partition
+/// types, `null` or `deflate` blocks, whoever wrote them) without upstream's value trees; the
+/// rest go to upstream's reader, and so do its errors on bad input (a panic inside it becomes an
+/// error, see [`parse_manifest_list`]).
 pub fn parse_manifest(bytes: &[u8]) -> std::result::Result<Manifest, String> {
-    guarded(|| Manifest::parse_avro(bytes))
+    match crate::commit::manifest_in::parse(bytes) {
+        Some(manifest) => Ok(manifest),
+        None => guarded(|| Manifest::parse_avro(bytes)),
+    }
 }
 
 /// The longest string, byte array, array or map a manifest or list may declare, in bytes or

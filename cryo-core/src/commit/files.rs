@@ -112,12 +112,8 @@ pub(crate) async fn read_manifest(table: &LoadedTable, mf: &ManifestFile) -> Res
     let bytes =
         crate::catalog::metadata::read_metadata_file(&table.storage, &name, path, "manifest")
             .await?;
-    // The manifests Cryo wrote decode without upstream's value trees; the rest as before.
-    let manifest = match super::manifest_in::parse(&bytes).await {
-        Some(manifest) => manifest,
-        None => crate::catalog::metadata::parse_manifest(&bytes)
-            .map_err(|e| Error::metadata(&name, path, format!("corrupt manifest: {e}")))?,
-    };
+    let manifest = crate::catalog::metadata::parse_manifest(&bytes)
+        .map_err(|e| Error::metadata(&name, path, format!("corrupt manifest: {e}")))?;
     Ok(inherit(manifest, mf))
 }
 

@@ -1,18 +1,17 @@
-//! Reading manifests Cryo (or upstream `iceberg`) wrote: Avro decoded straight into entries.
+//! Reading manifests: Avro decoded straight into entries, with the file's own writer schema.
 //!
 //! Upstream's reader decodes every record into a tree of `apache_avro::Value`s, resolves it
-//! against the reader schema, deserializes it through serde and converts that into a
-//! `ManifestEntry`. A manifest whose writer schema is exactly the one [`ManifestOut`] writes
-//! (upstream's v2/v3 schema for a partition type of plain primitives, no codec) is decoded here
-//! field by field with [`crate::avro`] instead. Anything else (Java's and PyIceberg's
-//! manifests, v1, other partition types, and any byte this decoder does not expect) is left to
+//! against its reader schema, deserializes it through serde and converts that into a
+//! `ManifestEntry` (~500,000 instructions per entry of a Spark-written manifest). This decoder
+//! walks each record with the writer schema ([`crate::avro`]: `null` and `deflate` blocks, as
+//! Java, PyIceberg and Cryo write them), finds the fields by Iceberg field id and name, skips
+//! the ones it does not need, and builds the entry. It reads format v2 and v3 manifests whose
+//! partition values are plain primitives. Anything else (v1, decimal, uuid, fixed or nanosecond
+//! partition values, a schema it cannot follow, any byte it does not expect) is left to
 //! upstream: [`parse`] returns `None` and the caller parses the bytes as before, so the errors
-//! on bad input are upstream's.
-//!
-//! [`ManifestOut`]: super::manifest_out::ManifestOut
+//! on bad input stay upstream's.
 
 use std::collections::HashMap;
-use std::sync::{Arc, LazyLock, Mutex};
 
 use iceberg::spec::{
     DataContentType, DataFileBuilder, DataFileFormat, Datum, FormatVersion, Literal, Manifest,
@@ -20,22 +19,14 @@ use iceberg::spec::{
     Struct, StructType, Type,
 };
 
-use super::manifest_out::expected_header_schema;
-use crate::avro::{self, Cursor};
+use crate::avro::{self, Cursor, Field, Leaf};
 
 type R<T> = std::result::Result<T, String>;
 
-/// Writer schemas [`parse`] decodes, by format version, content and partition type.
-static EXPECTED: LazyLock<Mutex<HashMap<String, Arc<Vec<u8>>>>> =
-    LazyLock::new(|| Mutex::new(HashMap::new()));
-
-/// Schemas kept in [`EXPECTED`] at most (it is emptied when full).
-const EXPECTED_CAP: usize = 256;
-
 /// `bytes` as a manifest, when they are one this decoder reads; `None` otherwise (the caller
 /// falls back to upstream's reader). Entries are as written: nothing is inherited yet.
-pub(crate) async fn parse(bytes: &[u8]) -> Option<Manifest> {
-    match decode(bytes).await {
+pub(crate) fn parse(bytes: &[u8]) -> Option<Manifest> {
+    match decode(bytes) {
         Ok(manifest) => Some(manifest),
         Err(why) => {
             tracing::trace!(why, "manifest read by upstream's reader");
@@ -44,19 +35,13 @@ pub(crate) async fn parse(bytes: &[u8]) -> Option<Manifest> {
     }
 }
 
-async fn decode(bytes: &[u8]) -> R<Manifest> {
+fn decode(bytes: &[u8]) -> R<Manifest> {
     let container = avro::open(bytes)?;
     let meta: HashMap<String, Vec<u8>> = container
         .meta
         .iter()
         .map(|(k, v)| (String::from_utf8_lossy(k).into_owned(), v.to_vec()))
         .collect();
-    if meta
-        .get("avro.codec")
-        .is_some_and(|c| c.as_slice() != b"null")
-    {
-        return Err("a compressed manifest".into());
-    }
     let metadata = ManifestMetadata::parse(&meta).map_err(|e| e.to_string())?;
     if metadata.format_version == FormatVersion::V1 {
         return Err("a v1 manifest".into());
@@ -68,52 +53,19 @@ async fn decode(bytes: &[u8]) -> R<Manifest> {
     if !readable(&partition_type) {
         return Err("a partition type left to upstream".into());
     }
-    let expected = expected_schema(&metadata, &partition_type)
-        .await
-        .ok_or("no expected schema")?;
-    if meta.get("avro.schema").map(Vec::as_slice) != Some(expected.as_slice()) {
-        return Err("a writer schema other than Cryo's".into());
-    }
     let mut entries = Vec::new();
-    for (count, data) in &container.blocks {
-        let mut cur = Cursor::new(data);
-        for _ in 0..*count {
-            entries.push(entry(&mut cur, &metadata, &partition_type)?);
-        }
-        if !cur.done() {
-            return Err("a block holds more than its records".into());
-        }
-    }
+    container.for_each(|cur, fields| {
+        entries.push(entry(cur, fields, &metadata, &partition_type)?);
+        Ok(())
+    })?;
     Ok(Manifest::new(metadata, entries))
 }
 
-/// The writer schema upstream (and [`ManifestOut`](super::manifest_out::ManifestOut)) writes
-/// for manifests like `metadata`.
-async fn expected_schema(
-    metadata: &ManifestMetadata,
-    partition_type: &StructType,
-) -> Option<Arc<Vec<u8>>> {
-    let key = format!(
-        "{}/{}/{}",
-        metadata.format_version as u8,
-        metadata.content,
-        serde_json::to_string(partition_type).ok()?
-    );
-    if let Some(found) = EXPECTED.lock().ok()?.get(&key) {
-        return Some(Arc::clone(found));
-    }
-    let schema = Arc::new(expected_header_schema(metadata).await?);
-    let mut cache = EXPECTED.lock().ok()?;
-    if cache.len() >= EXPECTED_CAP {
-        cache.clear();
-    }
-    cache.insert(key, Arc::clone(&schema));
-    Some(schema)
-}
-
-/// Partition types this decoder reads: those [`ManifestOut`](super::manifest_out::ManifestOut)
-/// writes, but for nanosecond timestamps, which upstream's reader refuses (and so this one does,
-/// by leaving them to it).
+/// Partition types this decoder reads: those [`ManifestOut`] writes (plain primitives), but
+/// for nanosecond timestamps, which upstream's reader refuses (and so this one does, by leaving
+/// them to it).
+///
+/// [`ManifestOut`]: super::manifest_out::ManifestOut
 fn readable(partition_type: &StructType) -> bool {
     super::manifest_out::encodable(partition_type)
         && partition_type.fields().iter().all(|f| {
@@ -124,156 +76,317 @@ fn readable(partition_type: &StructType) -> bool {
         })
 }
 
-/// An optional Iceberg map of counts (a missing map reads as empty; negative counts are
-/// dropped, as upstream drops them).
-fn counts(cur: &mut Cursor<'_>) -> R<HashMap<i32, u64>> {
-    let mut out = HashMap::new();
-    if cur.present()? {
-        cur.items(|c| {
-            let key = c.int()?;
-            if let Ok(v) = u64::try_from(c.long()?) {
-                out.insert(key, v);
-            }
-            Ok(())
-        })?;
+/// The fields of a record schema (through a `["null", record]` union).
+fn record_fields(schema: &avro::Schema) -> R<&[Field]> {
+    match schema {
+        avro::Schema::Record(fields) => Ok(fields),
+        avro::Schema::Union(branches) => match branches.as_slice() {
+            [avro::Schema::Null, avro::Schema::Record(fields)] => Ok(fields),
+            _ => Err("a union that is not an optional record".into()),
+        },
+        _ => Err("not a record".into()),
     }
-    Ok(out)
 }
 
-/// An optional Iceberg map of bounds, each read as its field's type in `schema` (bounds of
-/// fields the schema no longer has are dropped, as upstream drops them).
-fn bounds(cur: &mut Cursor<'_>, schema: &Schema) -> R<HashMap<i32, Datum>> {
-    let mut out = HashMap::new();
-    if cur.present()? {
-        cur.items(|c| {
-            let key = c.int()?;
-            let value = c.bytes()?;
-            let field = schema
-                .field_by_id(key)
-                .or_else(|| iceberg::metadata_columns::get_metadata_field(key).ok());
-            if let Some(field) = field {
-                let ty = field
-                    .field_type
-                    .as_primitive_type()
-                    .ok_or("a bound of a nested field")?
-                    .clone();
-                let datum = Datum::try_from_bytes(value, ty).map_err(|e| e.to_string())?;
-                out.insert(key, datum);
-            }
-            Ok(())
-        })?;
+fn long(leaf: Leaf<'_>) -> R<Option<i64>> {
+    match leaf {
+        Leaf::Null => Ok(None),
+        Leaf::Long(v) => Ok(Some(v)),
+        other => Err(format!("expected an integer, found {other:?}")),
     }
-    Ok(out)
 }
 
-/// An optional array.
-fn opt_vec<'a, T>(
+/// An int field: written as an Avro `int` (upstream's reader does not narrow a `long`).
+fn int(cur: &mut Cursor<'_>, schema: &avro::Schema) -> R<Option<i32>> {
+    if matches!(non_null(schema), avro::Schema::Long) {
+        return Err("a long where an int is read".into());
+    }
+    long(cur.leaf(schema)?)?
+        .map(|v| i32::try_from(v).map_err(|_| "an int out of range".to_string()))
+        .transpose()
+}
+
+/// The value branch of a `["null", T]` union, or the schema itself.
+fn non_null(schema: &avro::Schema) -> &avro::Schema {
+    match schema {
+        avro::Schema::Union(branches) => match branches.as_slice() {
+            [avro::Schema::Null, value] | [value, avro::Schema::Null] => value,
+            _ => schema,
+        },
+        other => other,
+    }
+}
+
+fn string(leaf: Leaf<'_>) -> R<Option<&str>> {
+    match leaf {
+        Leaf::Null => Ok(None),
+        Leaf::Bytes(b) => std::str::from_utf8(b)
+            .map(Some)
+            .map_err(|_| "a string that is not UTF-8".into()),
+        other => Err(format!("expected a string, found {other:?}")),
+    }
+}
+
+fn bytes(leaf: Leaf<'_>) -> R<Option<&[u8]>> {
+    match leaf {
+        Leaf::Null => Ok(None),
+        Leaf::Bytes(b) => Ok(Some(b)),
+        other => Err(format!("expected bytes, found {other:?}")),
+    }
+}
+
+/// The items of an optional array of `item` schema (`None` for a null).
+fn items<'a, T>(
     cur: &mut Cursor<'a>,
-    item: impl Fn(&mut Cursor<'a>) -> R<T>,
+    schema: &avro::Schema,
+    mut item: impl FnMut(&mut Cursor<'a>, &avro::Schema) -> R<T>,
 ) -> R<Option<Vec<T>>> {
-    if !cur.present()? {
-        return Ok(None);
-    }
+    let schema = match schema {
+        avro::Schema::Union(branches) => {
+            let branch = cur.branch(branches)?;
+            if matches!(branch, avro::Schema::Null) {
+                return Ok(None);
+            }
+            branch
+        }
+        other => other,
+    };
+    let avro::Schema::Array(item_schema) = schema else {
+        return Err("expected an array".into());
+    };
     let mut out = Vec::new();
     cur.items(|c| {
-        out.push(item(c)?);
+        out.push(item(c, item_schema)?);
         Ok(())
     })?;
     Ok(Some(out))
 }
 
-/// An optional value.
-fn opt<'a, T>(cur: &mut Cursor<'a>, value: impl Fn(&mut Cursor<'a>) -> R<T>) -> R<Option<T>> {
-    Ok(if cur.present()? {
-        Some(value(cur)?)
-    } else {
-        None
-    })
+/// One `{key: int, value: …}` item of an Iceberg map written as an Avro array.
+fn key_value<'a>(cur: &mut Cursor<'a>, schema: &avro::Schema) -> R<(i32, Leaf<'a>)> {
+    let (mut key, mut value) = (None, None);
+    cur.record(record_fields(schema)?, |f, c| {
+        match f.name.as_str() {
+            "key" => key = int(c, &f.schema)?,
+            "value" => value = Some(c.leaf(&f.schema)?),
+            _ => return Ok(false),
+        }
+        Ok(true)
+    })?;
+    Ok((
+        key.ok_or("a map item without key")?,
+        value.ok_or("a map item without value")?,
+    ))
 }
 
-fn partition_value(cur: &mut Cursor<'_>, ty: &PrimitiveType) -> R<Literal> {
-    let p = match ty {
-        PrimitiveType::Boolean => match cur.fixed::<1>()? {
-            [0] => PrimitiveLiteral::Boolean(false),
-            [1] => PrimitiveLiteral::Boolean(true),
-            _ => return Err("a boolean that is neither 0 nor 1".into()),
-        },
-        PrimitiveType::Int | PrimitiveType::Date => PrimitiveLiteral::Int(cur.int()?),
-        PrimitiveType::Long
-        | PrimitiveType::Time
-        | PrimitiveType::Timestamp
-        | PrimitiveType::Timestamptz => PrimitiveLiteral::Long(cur.long()?),
-        PrimitiveType::Float => PrimitiveLiteral::Float(f32::from_le_bytes(cur.fixed()?).into()),
-        PrimitiveType::Double => PrimitiveLiteral::Double(f64::from_le_bytes(cur.fixed()?).into()),
-        PrimitiveType::String => PrimitiveLiteral::String(cur.string()?.to_string()),
-        PrimitiveType::Binary => PrimitiveLiteral::Binary(cur.bytes()?.to_vec()),
-        other => return Err(format!("a partition value of type {other}")),
+/// An Iceberg map of counts (a missing map reads as empty; negative counts are dropped, as
+/// upstream drops them).
+fn counts(cur: &mut Cursor<'_>, schema: &avro::Schema) -> R<HashMap<i32, u64>> {
+    let mut out = HashMap::new();
+    for (key, value) in items(cur, schema, key_value)?.unwrap_or_default() {
+        let value = long(value)?.ok_or("a null count")?;
+        if let Ok(v) = u64::try_from(value) {
+            out.insert(key, v);
+        }
+    }
+    Ok(out)
+}
+
+/// An Iceberg map of bounds, each read as its field's type in `schema` (bounds of fields the
+/// schema no longer has are dropped, as upstream drops them).
+fn bounds(
+    cur: &mut Cursor<'_>,
+    avro_schema: &avro::Schema,
+    schema: &Schema,
+) -> R<HashMap<i32, Datum>> {
+    let mut out = HashMap::new();
+    for (key, value) in items(cur, avro_schema, key_value)?.unwrap_or_default() {
+        let value = bytes(value)?.ok_or("a null bound")?;
+        let field = schema
+            .field_by_id(key)
+            .or_else(|| iceberg::metadata_columns::get_metadata_field(key).ok());
+        if let Some(field) = field {
+            let ty = field
+                .field_type
+                .as_primitive_type()
+                .ok_or("a bound of a nested field")?
+                .clone();
+            let datum = Datum::try_from_bytes(value, ty).map_err(|e| e.to_string())?;
+            out.insert(key, datum);
+        }
+    }
+    Ok(out)
+}
+
+/// A partition value of type `ty` (`None` for a null), with Avro's promotions.
+fn partition_value(leaf: Leaf<'_>, ty: &PrimitiveType) -> R<Option<Literal>> {
+    let p = match (ty, leaf) {
+        (_, Leaf::Null) => return Ok(None),
+        (PrimitiveType::Boolean, Leaf::Boolean(b)) => PrimitiveLiteral::Boolean(b),
+        (PrimitiveType::Int | PrimitiveType::Date, Leaf::Long(v)) => {
+            PrimitiveLiteral::Int(i32::try_from(v).map_err(|_| "an int out of range")?)
+        }
+        (
+            PrimitiveType::Long
+            | PrimitiveType::Time
+            | PrimitiveType::Timestamp
+            | PrimitiveType::Timestamptz,
+            Leaf::Long(v),
+        ) => PrimitiveLiteral::Long(v),
+        (PrimitiveType::Float, Leaf::Float(v)) => PrimitiveLiteral::Float(v.into()),
+        (PrimitiveType::Double, Leaf::Double(v)) => PrimitiveLiteral::Double(v.into()),
+        (PrimitiveType::String, Leaf::Bytes(b)) => PrimitiveLiteral::String(
+            std::str::from_utf8(b)
+                .map_err(|_| "a string that is not UTF-8")?
+                .to_string(),
+        ),
+        (PrimitiveType::Binary, Leaf::Bytes(b)) => PrimitiveLiteral::Binary(b.to_vec()),
+        (ty, leaf) => return Err(format!("a partition value {leaf:?} for type {ty}")),
     };
-    Ok(Literal::Primitive(p))
+    Ok(Some(Literal::Primitive(p)))
 }
 
-/// One `manifest_entry` record, its fields in the order `ManifestOut` writes them.
+/// The partition tuple: the writer's partition fields matched to the spec's by field id and
+/// name (a field the writer left out is null; one the spec does not have is skipped).
+fn partition(
+    cur: &mut Cursor<'_>,
+    schema: &avro::Schema,
+    partition_type: &StructType,
+) -> R<Struct> {
+    let fields = partition_type.fields();
+    let mut values: Vec<Option<Literal>> = vec![None; fields.len()];
+    cur.record(record_fields(schema)?, |f, c| {
+        for (i, field) in fields.iter().enumerate() {
+            if avro::is(f, i64::from(field.id), &[field.name.as_str()])? {
+                let ty = field
+                    .field_type
+                    .as_primitive_type()
+                    .ok_or("a nested partition field")?;
+                if matches!(ty, PrimitiveType::Int | PrimitiveType::Date)
+                    && matches!(non_null(&f.schema), avro::Schema::Long)
+                {
+                    return Err("a long partition value for an int field".into());
+                }
+                values[i] = partition_value(c.leaf(&f.schema)?, ty)?;
+                return Ok(true);
+            }
+        }
+        Ok(false)
+    })?;
+    Ok(values.into_iter().collect())
+}
+
+/// One `manifest_entry` record.
 fn entry(
     cur: &mut Cursor<'_>,
+    fields: &[Field],
     metadata: &ManifestMetadata,
     partition_type: &StructType,
 ) -> R<ManifestEntry> {
-    let ice = |e: iceberg::Error| e.to_string();
-    let status = ManifestStatus::try_from(cur.int()?).map_err(ice)?;
-    let snapshot_id = opt(cur, Cursor::long)?;
-    let sequence_number = opt(cur, Cursor::long)?;
-    let file_sequence_number = opt(cur, Cursor::long)?;
-    let content = DataContentType::try_from(cur.int()?).map_err(ice)?;
-    let file_path = cur.string()?.to_string();
-    let file_format: DataFileFormat = cur.string()?.parse().map_err(ice)?;
-    let mut partition = Vec::with_capacity(partition_type.fields().len());
-    for field in partition_type.fields() {
-        let ty = field
-            .field_type
-            .as_primitive_type()
-            .ok_or("a nested partition field")?;
-        partition.push(if field.required || cur.present()? {
-            Some(partition_value(cur, ty)?)
+    let (mut status, mut snapshot_id, mut sequence_number, mut file_sequence_number) =
+        (None, None, None, None);
+    let mut data_file = None;
+    cur.record(fields, |f, c| {
+        if avro::is(f, 0, &["status"])? {
+            status = int(c, &f.schema)?;
+        } else if avro::is(f, 1, &["snapshot_id"])? {
+            snapshot_id = long(c.leaf(&f.schema)?)?;
+        } else if avro::is(f, 3, &["sequence_number"])? {
+            sequence_number = long(c.leaf(&f.schema)?)?;
+        } else if avro::is(f, 4, &["file_sequence_number"])? {
+            file_sequence_number = long(c.leaf(&f.schema)?)?;
+        } else if avro::is(f, 2, &["data_file"])? {
+            data_file = Some(data_file_of(c, &f.schema, metadata, partition_type)?);
         } else {
-            None
-        });
-    }
-    let count = |v: i64| u64::try_from(v).map_err(|_| "a negative count".to_string());
-    let mut b = DataFileBuilder::default();
-    b.content(content)
-        .file_path(file_path)
-        .file_format(file_format)
-        .partition(partition.into_iter().collect::<Struct>())
-        .partition_spec_id(metadata.partition_spec.spec_id())
-        .record_count(count(cur.long()?)?)
-        .file_size_in_bytes(count(cur.long()?)?)
-        .column_sizes(counts(cur)?)
-        .value_counts(counts(cur)?)
-        .null_value_counts(counts(cur)?)
-        .nan_value_counts(counts(cur)?)
-        .lower_bounds(bounds(cur, &metadata.schema)?)
-        .upper_bounds(bounds(cur, &metadata.schema)?)
-        .key_metadata(opt(cur, |c| c.bytes().map(<[u8]>::to_vec))?)
-        .split_offsets(opt_vec(cur, Cursor::long)?)
-        .equality_ids(opt_vec(cur, Cursor::int)?);
-    if let Some(order) = opt(cur, Cursor::int)? {
-        b.sort_order_id(order);
-    }
-    b.first_row_id(opt(cur, Cursor::long)?)
-        .referenced_data_file(opt(cur, |c| c.string().map(str::to_string))?)
-        .content_offset(opt(cur, Cursor::long)?)
-        .content_size_in_bytes(opt(cur, Cursor::long)?);
+            return Ok(false);
+        }
+        Ok(true)
+    })?;
+    let status = status.ok_or("an entry without status")?;
     Ok(ManifestEntry {
-        status,
+        status: ManifestStatus::try_from(status).map_err(|e| e.to_string())?,
         snapshot_id,
         sequence_number,
         file_sequence_number,
-        data_file: b.build().map_err(|e| e.to_string())?,
+        data_file: data_file.ok_or("an entry without data_file")?,
     })
 }
 
-/// The `avro.schema` of an Avro container header.
-pub(super) fn header_schema(header: &[u8]) -> Option<Vec<u8>> {
-    let container = avro::open(header).ok()?;
-    container.meta.get(&b"avro.schema"[..]).map(|s| s.to_vec())
+/// The `data_file` record of an entry.
+fn data_file_of(
+    cur: &mut Cursor<'_>,
+    schema: &avro::Schema,
+    metadata: &ManifestMetadata,
+    partition_type: &StructType,
+) -> R<iceberg::spec::DataFile> {
+    let ice = |e: iceberg::Error| e.to_string();
+    let count = |v: Option<i64>, what: &str| -> R<u64> {
+        u64::try_from(v.ok_or_else(|| format!("a data file without {what}"))?)
+            .map_err(|_| format!("a negative {what}"))
+    };
+    let mut b = DataFileBuilder::default();
+    b.partition_spec_id(metadata.partition_spec.spec_id())
+        .content(DataContentType::Data);
+    let (mut path, mut format, mut tuple, mut records, mut size) = (None, None, None, None, None);
+    cur.record(record_fields(schema)?, |f, c| {
+        let s = &f.schema;
+        if avro::is(f, 134, &["content"])? {
+            let content = int(c, s)?.ok_or("a null content")?;
+            b.content(DataContentType::try_from(content).map_err(ice)?);
+        } else if avro::is(f, 100, &["file_path"])? {
+            path = string(c.leaf(s)?)?.map(str::to_string);
+        } else if avro::is(f, 101, &["file_format"])? {
+            let name = string(c.leaf(s)?)?.ok_or("a null file_format")?;
+            format = Some(name.parse::<DataFileFormat>().map_err(ice)?);
+        } else if avro::is(f, 102, &["partition"])? {
+            tuple = Some(partition(c, s, partition_type)?);
+        } else if avro::is(f, 103, &["record_count"])? {
+            records = long(c.leaf(s)?)?;
+        } else if avro::is(f, 104, &["file_size_in_bytes"])? {
+            size = long(c.leaf(s)?)?;
+        } else if avro::is(f, 108, &["column_sizes"])? {
+            b.column_sizes(counts(c, s)?);
+        } else if avro::is(f, 109, &["value_counts"])? {
+            b.value_counts(counts(c, s)?);
+        } else if avro::is(f, 110, &["null_value_counts"])? {
+            b.null_value_counts(counts(c, s)?);
+        } else if avro::is(f, 137, &["nan_value_counts"])? {
+            b.nan_value_counts(counts(c, s)?);
+        } else if avro::is(f, 125, &["lower_bounds"])? {
+            b.lower_bounds(bounds(c, s, &metadata.schema)?);
+        } else if avro::is(f, 128, &["upper_bounds"])? {
+            b.upper_bounds(bounds(c, s, &metadata.schema)?);
+        } else if avro::is(f, 131, &["key_metadata"])? {
+            b.key_metadata(bytes(c.leaf(s)?)?.map(<[u8]>::to_vec));
+        } else if avro::is(f, 132, &["split_offsets"])? {
+            b.split_offsets(items(c, s, |c, s| {
+                long(c.leaf(s)?)?.ok_or_else(|| "a null offset".to_string())
+            })?);
+        } else if avro::is(f, 135, &["equality_ids"])? {
+            b.equality_ids(items(c, s, |c, s| {
+                int(c, s)?.ok_or_else(|| "a null id".to_string())
+            })?);
+        } else if avro::is(f, 140, &["sort_order_id"])? {
+            if let Some(order) = int(c, s)? {
+                b.sort_order_id(order);
+            }
+        } else if avro::is(f, 142, &["first_row_id"])? {
+            b.first_row_id(long(c.leaf(s)?)?);
+        } else if avro::is(f, 143, &["referenced_data_file"])? {
+            b.referenced_data_file(string(c.leaf(s)?)?.map(str::to_string));
+        } else if avro::is(f, 144, &["content_offset"])? {
+            b.content_offset(long(c.leaf(s)?)?);
+        } else if avro::is(f, 145, &["content_size_in_bytes"])? {
+            b.content_size_in_bytes(long(c.leaf(s)?)?);
+        } else {
+            return Ok(false);
+        }
+        Ok(true)
+    })?;
+    b.file_path(path.ok_or("a data file without file_path")?)
+        .file_format(format.ok_or("a data file without file_format")?)
+        .partition(tuple.ok_or("a data file without partition")?)
+        .record_count(count(records, "record_count")?)
+        .file_size_in_bytes(count(size, "file_size_in_bytes")?);
+    b.build().map_err(|e| e.to_string())
 }

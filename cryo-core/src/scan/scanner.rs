@@ -289,13 +289,8 @@ pub(crate) async fn read_manifest(
     let bytes =
         crate::catalog::metadata::read_metadata_file(storage, table, &mf.manifest_path, "manifest")
             .await?;
-    // The manifests Cryo wrote decode without upstream's value trees; the rest as before.
-    let manifest = match crate::commit::manifest_in::parse(&bytes).await {
-        Some(manifest) => manifest,
-        None => crate::catalog::metadata::parse_manifest(&bytes).map_err(|e| {
-            Error::metadata(table, &mf.manifest_path, format!("corrupt manifest: {e}"))
-        })?,
-    };
+    let manifest = crate::catalog::metadata::parse_manifest(&bytes)
+        .map_err(|e| Error::metadata(table, &mf.manifest_path, format!("corrupt manifest: {e}")))?;
     let spec_id = manifest.metadata().partition_spec().spec_id();
     let path: Arc<str> = Arc::from(mf.manifest_path.as_str());
     let (entries, _) = manifest.into_parts();
