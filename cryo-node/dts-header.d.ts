@@ -57,7 +57,16 @@ export interface CompactOptions extends Options {
   rewriteAll?: boolean
   partitions?: unknown[] | null
   parallelGroups?: number
+  /** Cryo's commits enter this fence first. */
+  commitFence?: CommitFenceOption | null
 }
+
+/**
+ * cryo-core's `commit_fence` option: a {@link CommitFence}, or the plain `{ dir, wait_ms }` it
+ * stands for. Every commit of Cryo's enters the fence first (waiting up to `wait_ms` for
+ * writers' operations in flight), so that no cooperating writer's operation overlaps it.
+ */
+export type CommitFenceOption = CommitFence | { dir: string; wait_ms?: number }
 
 /** cryo-core `ExpireOptions` (a dry run unless `dryRun: false`). */
 export interface ExpireOptions extends Options {
@@ -66,6 +75,7 @@ export interface ExpireOptions extends Options {
   retainLast?: number | null
   snapshotIds?: Array<number | bigint>
   cleanFiles?: boolean
+  commitFence?: CommitFenceOption | null
 }
 
 /** cryo-core `RemoveOrphanFilesOptions` (a dry run unless `dryRun: false`). */
@@ -86,6 +96,8 @@ export interface RunOptions extends Options {
   actor?: string
   deadlineMs?: number | null
   window?: Options | null
+  /** Cryo's commits enter this fence first. */
+  commitFence?: CommitFenceOption | null
   /** `runFleet` only: where tables go (`native`, or a name under `trino`). */
   defaultDestination?: string
   /** `runFleet` only: per-table destinations, by `namespace.table`. */

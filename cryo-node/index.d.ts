@@ -57,7 +57,16 @@ export interface CompactOptions extends Options {
   rewriteAll?: boolean
   partitions?: unknown[] | null
   parallelGroups?: number
+  /** Cryo's commits enter this fence first. */
+  commitFence?: CommitFenceOption | null
 }
+
+/**
+ * cryo-core's `commit_fence` option: a {@link CommitFence}, or the plain `{ dir, wait_ms }` it
+ * stands for. Every commit of Cryo's enters the fence first (waiting up to `wait_ms` for
+ * writers' operations in flight), so that no cooperating writer's operation overlaps it.
+ */
+export type CommitFenceOption = CommitFence | { dir: string; wait_ms?: number }
 
 /** cryo-core `ExpireOptions` (a dry run unless `dryRun: false`). */
 export interface ExpireOptions extends Options {
@@ -66,6 +75,7 @@ export interface ExpireOptions extends Options {
   retainLast?: number | null
   snapshotIds?: Array<number | bigint>
   cleanFiles?: boolean
+  commitFence?: CommitFenceOption | null
 }
 
 /** cryo-core `RemoveOrphanFilesOptions` (a dry run unless `dryRun: false`). */
@@ -86,6 +96,8 @@ export interface RunOptions extends Options {
   actor?: string
   deadlineMs?: number | null
   window?: Options | null
+  /** Cryo's commits enter this fence first. */
+  commitFence?: CommitFenceOption | null
   /** `runFleet` only: where tables go (`native`, or a name under `trino`). */
   defaultDestination?: string
   /** `runFleet` only: per-table destinations, by `namespace.table`. */
@@ -184,6 +196,32 @@ export declare class Catalog {
    */
   runFleet(plan: Plan, options?: RunOptions, progress?: (event: ProgressEvent) => void): Promise<FleetOutcome>
   /** `Catalog("prod", type=rest)` (never a property value: they may be secrets). */
+  toString(): string
+}
+
+/**
+ * A commit fence shared by writers and Cryo, through OS file locks in `dir` (every process on
+ * one host, or on a filesystem with working `flock`, that uses the same directory).
+ */
+export declare class CommitFence {
+  /** `new CommitFence("/var/lib/cryo/fence", { waitMs: 30_000 })`. */
+  constructor(dir: string, options?: CommitFenceOptions | undefined | null)
+  /** The directory of the fence files. */
+  get dir(): string
+  /** Longest a commit of Cryo's waits for writers in flight (milliseconds). */
+  get waitMs(): number
+  /**
+   * Hold the fence for one writer operation on `catalog`.`table` (`catalog`: the name given
+   * to `Catalog.connect`). Resolves once no commit of Cryo's on the table is in progress
+   * (waiting off the JS thread); shared with other writers until `release()`.
+   */
+  writer(catalog: string, table: string): Promise<WriterFence>
+  /**
+   * The option cryo-core reads (`{ dir, wait_ms }`); `index.js` passes a fence given as
+   * `commitFence` this way.
+   */
+  toOption(): { dir: string; wait_ms: number }
+  /** `CommitFence(/var/lib/cryo/fence, waitMs=60000)`. */
   toString(): string
 }
 
@@ -344,6 +382,29 @@ export declare class TableScan {
   toObject(): Record<string, any>
   /** `TableScan(ns.table: 12 data files, 3.4 MB, 5 snapshots, 4 manifests)`. */
   toString(): string
+}
+
+/**
+ * The fence held for one writer operation; `release()` it once the operation committed (or
+ * failed). Released as well when garbage-collected or when the process exits.
+ */
+export declare class WriterFence {
+  /** Let Cryo's commits in again (a no-op once released). */
+  release(): void
+  /** Whether this writer still holds the fence. */
+  get held(): boolean
+  /** `WriterFence(lake.db.events, held)`. */
+  toString(): string
+}
+
+/** Options of a fence: how long a commit of Cryo's waits for writers in flight. */
+export interface CommitFenceOptions {
+  /**
+   * Longest a commit of Cryo's waits for writers' operations in flight, in milliseconds
+   * (cryo-core's default: 60 s). Writers holding it longer make the commit a conflict:
+   * nothing is committed and the files it wrote are deleted.
+   */
+  waitMs?: number
 }
 
 /** What `compact` did (or, in a dry run, would do). */

@@ -11,12 +11,22 @@ const { inspect } = require('node:util')
 const native = require('./native.js')
 const errors = require('./errors.js')
 
+/** An options object with a `CommitFence` given as `commitFence` passed as the plain
+ * `{ dir, wait_ms }` cryo-core reads (the addon reads options as plain objects). */
+function fenceOption(arg) {
+  if (arg === null || typeof arg !== 'object' || Array.isArray(arg)) return arg
+  for (const key of ['commitFence', 'commit_fence']) {
+    if (arg[key] instanceof native.CommitFence) return { ...arg, [key]: arg[key].toOption() }
+  }
+  return arg
+}
+
 /** `fn` with native errors (thrown or rejected) turned into CryoErrors. */
 function guard(fn) {
   const guarded = function (...args) {
     let result
     try {
-      result = fn.apply(this, args)
+      result = fn.apply(this, args.map(fenceOption))
     } catch (err) {
       throw errors.fromNative(err)
     }
@@ -61,8 +71,23 @@ for (const cls of [
   native.Plan,
   native.RunOutcome,
   native.FleetOutcome,
+  native.CommitFence,
+  native.WriterFence,
 ]) {
   guardClass(cls)
+}
+
+/** `cls` whose constructor throws CryoErrors too (`new CommitFence('')`). */
+function guardConstructor(cls) {
+  return new Proxy(cls, {
+    construct(target, args, newTarget) {
+      try {
+        return Reflect.construct(target, args, newTarget)
+      } catch (err) {
+        throw errors.fromNative(err)
+      }
+    },
+  })
 }
 
 const report = {}
@@ -77,6 +102,8 @@ module.exports.HealthReport = native.HealthReport
 module.exports.Plan = native.Plan
 module.exports.RunOutcome = native.RunOutcome
 module.exports.FleetOutcome = native.FleetOutcome
+module.exports.CommitFence = guardConstructor(native.CommitFence)
+module.exports.WriterFence = native.WriterFence
 module.exports.demoLake = guard(native.demoLake)
 module.exports.grade = guard(native.grade)
 module.exports.readReceipts = guard(native.readReceipts)

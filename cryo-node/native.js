@@ -836,12 +836,14 @@ function __napiStampBindingTarget(exportsObject, target) {
 module.exports.__napiBindingTarget = __napiStampBindingTarget(nativeBinding, __napiLoadedBindingTarget)
 module.exports = nativeBinding
 module.exports.Catalog = nativeBinding.Catalog
+module.exports.CommitFence = nativeBinding.CommitFence
 module.exports.FleetOutcome = nativeBinding.FleetOutcome
 module.exports.FleetScan = nativeBinding.FleetScan
 module.exports.HealthReport = nativeBinding.HealthReport
 module.exports.Plan = nativeBinding.Plan
 module.exports.RunOutcome = nativeBinding.RunOutcome
 module.exports.TableScan = nativeBinding.TableScan
+module.exports.WriterFence = nativeBinding.WriterFence
 module.exports.demoLake = nativeBinding.demoLake
 module.exports.grade = nativeBinding.grade
 module.exports.readReceipts = nativeBinding.readReceipts

@@ -11,6 +11,7 @@ mod arrow;
 mod catalog;
 mod convert;
 mod errors;
+mod fence;
 mod models;
 mod runtime;
 
@@ -26,6 +27,7 @@ use napi_derive::napi;
 use serde_json::Value;
 
 pub use crate::catalog::{Catalog, ProgressEvent};
+pub use crate::fence::{CommitFence, CommitFenceOptions, WriterFence};
 pub use crate::models::{
     CompactionOutcome, ExpireOutcome, Finding, FleetOutcome, FleetScan, FleetTable, Footprint,
     HealthReport, MissingFilesOutcome, Plan, RemoveOrphanFilesOutcome, RewriteManifestsOutcome,

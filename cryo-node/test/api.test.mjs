@@ -27,7 +27,7 @@ function rows(buffer) {
 }
 
 test('the package exports the API, its types and the error classes', () => {
-  for (const name of ['Catalog', 'TableScan', 'FleetScan', 'HealthReport', 'Plan', 'RunOutcome', 'FleetOutcome']) {
+  for (const name of ['Catalog', 'TableScan', 'FleetScan', 'HealthReport', 'Plan', 'RunOutcome', 'FleetOutcome', 'CommitFence', 'WriterFence']) {
     assert.equal(typeof cryo[name], 'function', name)
   }
   for (const name of ['demoLake', 'grade', 'readReceipts', 'tableName', 'version']) {
@@ -266,6 +266,49 @@ test('single operations: destructive ones are dry runs unless told otherwise', a
   assert.equal(damage.isClean, false)
   assert.equal(damage.missingCount, 1)
   assert.equal(rows(damage.missing)[0].path, victim.path)
+})
+
+test('the commit fence: a writer holding it keeps Cryo from committing; released, Cryo commits', async () => {
+  const dir = tempDir()
+  const own = await cryo.demoLake(join(dir, 'lake'))
+  const cat = own.catalog
+  const table = 'lake.clickstream'
+  const before = (await cat.scan(table)).currentSnapshotId
+  const fence = new cryo.CommitFence(join(dir, 'fence'), { waitMs: 200 })
+  assert.equal(fence.waitMs, 200)
+  assert.equal(fence.dir, join(dir, 'fence'))
+  assert.deepEqual(fence.toOption(), { dir: join(dir, 'fence'), wait_ms: 200 })
+  assert.match(String(fence), /^CommitFence\(.*fence, waitMs=200\)$/)
+
+  const writer = await fence.writer(cat.name, table)
+  assert.equal(writer.held, true)
+  // Writers share the fence with each other.
+  const other = await fence.writer(cat.name, table)
+  other.release()
+  // A writer operation in flight: the compaction waits 200 ms, commits nothing, says why, and
+  // deletes what it wrote.
+  const blocked = await cat.compact(table, { dryRun: false, commitFence: fence })
+  assert.equal(blocked.committedGroups, 0)
+  assert.ok(blocked.failedGroups > 0)
+  assert.deepEqual(blocked.snapshotIds, [])
+  assert.ok(stringify(blocked.details).includes('commit fence'), stringify(blocked.details))
+  assert.equal((await cat.scan(table)).currentSnapshotId, before)
+  writer.release()
+  assert.equal(writer.held, false)
+  writer.release() // a no-op once released
+  assert.equal(String(writer), `WriterFence(${cat.name}.${table}, released)`)
+
+  // The plan's run takes the fence too (the plain option form here); free now, it commits.
+  const real = await cat.run(cat.plan(await cat.scanFleet()), { dryRun: false, quietPeriodMs: 0, commitFence: { dir: fence.dir, wait_ms: 200 } })
+  assert.ok((real.counts.succeeded ?? 0) > 0, String(real))
+  assert.notEqual((await cat.scan(table)).currentSnapshotId, before)
+
+  // Bad fences change nothing and say what is wrong.
+  assert.throws(() => new cryo.CommitFence(''), (e) => e instanceof cryo.ValidationError && /commit_fence\.dir/.test(e.message))
+  assert.throws(() => new cryo.CommitFence(dir, { waitMs: -1 }), cryo.ValidationError)
+  await assert.rejects(cat.compact(table, { dryRun: false, commitFence: { dir: '' } }), (e) => e instanceof cryo.ValidationError && /commit_fence/.test(e.message))
+  await assert.rejects(cat.compact(table, { dryRun: false, commitFence: { dir, waitMs: 5 } }), (e) => e instanceof cryo.ValidationError && /waitMs/.test(e.message))
+  await assert.rejects(fence.writer(cat.name, 'no-namespace'), cryo.ValidationError)
 })
 
 test('options: camelCase or cryo-core names, defaults from cryo-core, unknown names refused', async () => {

@@ -41,7 +41,7 @@ const POLL: Duration = Duration::from_millis(10);
 
 /// Where the fence of a table lives and how long Cryo waits for it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(default)]
+#[serde(default, deny_unknown_fields)]
 pub struct CommitFence {
     /// Directory of the fence files, shared by the writers and Cryo.
     pub dir: PathBuf,
@@ -192,6 +192,16 @@ mod tests {
 
     fn table() -> TableId {
         TableId::parse("db.t").unwrap()
+    }
+
+    #[test]
+    fn an_option_with_an_unknown_field_is_refused() {
+        // `waitMs` from a binding that did not translate it must not silently mean 60 s.
+        let given = serde_json::json!({ "dir": "/f", "waitMs": 5 });
+        let err = serde_json::from_value::<CommitFence>(given).unwrap_err();
+        assert!(err.to_string().contains("waitMs"), "{err}");
+        let ok: CommitFence = serde_json::from_value(serde_json::json!({ "dir": "/f" })).unwrap();
+        assert_eq!(ok, CommitFence::new("/f"));
     }
 
     #[tokio::test]
