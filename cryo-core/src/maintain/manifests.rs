@@ -9,8 +9,8 @@
 //!           plan_manifest_rewrite ─▶ ManifestRewritePlan (the dry run's answer)
 //!              │  live entries sorted by partition tuple, cut into manifests near the target
 //!   ┌──────────▼──────────────────────────────┐
-//!   │ head still lists every replaced manifest?│── no ─▶ Error::CommitConflict (nothing kept)
-//!   └──────────┬──────────────────────────────┘
+//!   │ head still lists every replaced manifest?│── no ─▶ plan again on the head (a retry;
+//!   └──────────┬──────────────────────────────┘        Error::CommitConflict once spent)
 //!              ▼ yes (manifests added meanwhile are kept)
 //!  SnapshotProducer::rewrite_manifests(head) ─▶ stage ─▶ commit ─▶ CommitConflict: back off,
 //!                                                               reload the head, check again
@@ -38,7 +38,7 @@
 //! them has to go for another reason: a second run on a rewritten table changes nothing.
 
 use std::cmp::Ordering;
-use std::collections::{BTreeMap, BTreeSet, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -376,6 +376,12 @@ struct ReadManifest {
     partitions: u64,
 }
 
+/// The manifests the latest plan of one rewrite read, by path. A manifest never changes, so a
+/// plan on a newer head reads only the manifests that head added (a manifest-list entry that
+/// differs in any field is read again).
+#[derive(Default)]
+struct ReadCache(HashMap<String, Arc<ReadManifest>>);
+
 /// A plan and the entries it moves (kept in memory between planning and committing: the
 /// replaced manifests are immutable, so a retry on a newer head reuses them).
 #[derive(Debug)]
@@ -409,10 +415,16 @@ pub async fn plan_manifest_rewrite(
     table: &LoadedTable,
     options: &RewriteManifestsOptions,
 ) -> Result<ManifestRewritePlan> {
-    Ok(plan(table, options).await?.plan)
+    Ok(plan(table, options, &mut ReadCache::default()).await?.plan)
 }
 
-async fn plan(table: &LoadedTable, options: &RewriteManifestsOptions) -> Result<Planned> {
+/// Plan on `table`'s current snapshot, reading the manifests in scope that `cache` does not
+/// hold; `cache` then holds exactly the manifests in scope of this snapshot.
+async fn plan(
+    table: &LoadedTable,
+    options: &RewriteManifestsOptions,
+    cache: &mut ReadCache,
+) -> Result<Planned> {
     options.validate()?;
     let target = options.target_size(table)?;
     let mut plan = ManifestRewritePlan {
@@ -440,12 +452,35 @@ async fn plan(table: &LoadedTable, options: &RewriteManifestsOptions) -> Result<
         })
         .filter(|m| options.spec_id.is_none_or(|s| s == m.partition_spec_id))
         .collect();
-    let read: Vec<ReadManifest> = read_manifests(table, in_scope)
-        .await?
-        .into_iter()
-        .map(|(mf, manifest)| read_one(table, mf, &manifest))
-        .collect::<Result<_>>()?;
-    let mut groups: BTreeMap<(ManifestKind, i32), Vec<ReadManifest>> = BTreeMap::new();
+    let known = |mf: &ManifestFile| {
+        cache
+            .0
+            .get(&mf.manifest_path)
+            .filter(|m| m.mf == *mf)
+            .map(Arc::clone)
+    };
+    let missing: Vec<ManifestFile> = in_scope
+        .iter()
+        .filter(|mf| known(mf).is_none())
+        .cloned()
+        .collect();
+    let mut fresh: HashMap<String, Arc<ReadManifest>> = HashMap::with_capacity(missing.len());
+    for (mf, manifest) in read_manifests(table, missing).await? {
+        fresh.insert(
+            mf.manifest_path.clone(),
+            Arc::new(read_one(table, mf, &manifest)?),
+        );
+    }
+    // In list order, as the plan reports them.
+    let read: Vec<Arc<ReadManifest>> = in_scope
+        .iter()
+        .filter_map(|mf| known(mf).or_else(|| fresh.get(&mf.manifest_path).map(Arc::clone)))
+        .collect();
+    cache.0 = read
+        .iter()
+        .map(|m| (m.mf.manifest_path.clone(), Arc::clone(m)))
+        .collect();
+    let mut groups: BTreeMap<(ManifestKind, i32), Vec<Arc<ReadManifest>>> = BTreeMap::new();
     for m in read {
         groups
             .entry((ManifestKind::of(m.mf.content), m.mf.partition_spec_id))
@@ -528,7 +563,10 @@ fn overlapping(ranges: &[Option<&(Struct, Struct)>]) -> BTreeSet<usize> {
 }
 
 /// Which manifests of one group to replace, and why (indices into `members`; empty: none).
-fn choose(members: &[ReadManifest], target: u64) -> (BTreeSet<usize>, Vec<Vec<ReplaceReason>>) {
+fn choose(
+    members: &[Arc<ReadManifest>],
+    target: u64,
+) -> (BTreeSet<usize>, Vec<Vec<ReplaceReason>>) {
     // Cutting `n` target-sized manifests' worth into `n` equal pieces leaves none under half the
     // target, so what a rewrite writes is not small the next time.
     let small = target / 2;
@@ -618,7 +656,7 @@ async fn plan_group(
     table: &LoadedTable,
     kind: ManifestKind,
     spec_id: i32,
-    members: Vec<ReadManifest>,
+    members: Vec<Arc<ReadManifest>>,
     target: u64,
 ) -> Result<Option<(ManifestGroup, Vec<NewManifest>)>> {
     let (chosen, reasons) = choose(&members, target);
@@ -747,7 +785,7 @@ impl<'a> RewriteManifests<'a> {
         let started = Instant::now();
         self.options.validate()?;
         let base = self.catalog.load_table(&self.table).await?;
-        let planned = plan(&base, &self.options).await?;
+        let planned = plan(&base, &self.options, &mut ReadCache::default()).await?;
         Ok(PreparedManifestRewrite {
             catalog: self.catalog,
             options: self.options,
@@ -786,7 +824,11 @@ impl PreparedManifestRewrite<'_> {
     /// still listed, a retry stages the same rewrite on the new head; when another commit
     /// rewrote one of them, the rewrite is planned again on the new head (each counts as a
     /// retry of the table's retry policy, and [`Error::CommitConflict`] ends the run when it is
-    /// spent). The manifests written for an attempt that did not commit are deleted.
+    /// spent). Under a commit fence, the first plan again is made outside the fence; when a
+    /// writer rewrites the manifests once more before Cryo is back in, the next plan is made
+    /// inside the fence, reading only the manifests the head added since, and commits before
+    /// the next cooperating writer gets in. The manifests written for an attempt that did not
+    /// commit are deleted.
     #[allow(clippy::too_many_lines)] // Reason: one retry loop with its cleanup paths.
     pub async fn commit(self) -> Result<RewriteManifestsOutcome> {
         let Self {
@@ -812,6 +854,9 @@ impl PreparedManifestRewrite<'_> {
         // The snapshot the plan was made on.
         let mut planned_on = base.metadata.current_snapshot_id();
         let mut head = base;
+        // What plans made in this loop read (empty until the first one).
+        let mut cache = ReadCache::default();
+        let mut planned_again = false;
         let (snapshot_id, summary, after) = loop {
             // Under the fence (if any), the attempt is staged on the head as it is once the
             // writers in flight have committed, and no cooperating writer moves it before the
@@ -834,22 +879,36 @@ impl PreparedManifestRewrite<'_> {
             } else {
                 match check_head(&head, &planned.plan).await {
                     Ok(r) => r,
+                    Err(e @ Error::CommitConflict { .. }) if guard.is_some() && planned_again => {
+                        // Writers rewrite these manifests again and again (PyIceberg's
+                        // overwrites rewrite the manifests of the files they delete): plan again
+                        // inside the fence, where no cooperating writer moves the head. The
+                        // plan before this one read the manifests, so only what the head added
+                        // since is read while writers wait. An attempt of the retry policy,
+                        // without its backoff (nobody else commits while Cryo holds the fence).
+                        tracing::info!(table = %head.id, error = %e, "manifest rewrite planned again inside the commit fence");
+                        retry.next_wait(e)?;
+                        planned = plan(&head, &options, &mut cache).await?;
+                        planned_on = head.metadata.current_snapshot_id();
+                        if planned.plan.is_empty() {
+                            return Ok(nothing_left(planned, &retry, started));
+                        }
+                        planned.plan.replaced_paths()
+                    }
                     Err(e @ Error::CommitConflict { .. }) => {
                         // Another commit rewrote manifests this plan replaces: plan again on
-                        // the head, outside the fence.
+                        // the head, outside the fence (reading every manifest in scope).
                         drop(guard);
                         tracing::info!(table = %head.id, error = %e, "manifest rewrite planned again");
                         head = retry.reload_after(committer.as_ref(), &head, e).await?;
                         if let Some(id) = retry.landed(&head) {
                             break (id, landed_summary(&head, id), head);
                         }
-                        planned = plan(&head, &options).await?;
+                        planned = plan(&head, &options, &mut cache).await?;
+                        planned_again = true;
                         planned_on = head.metadata.current_snapshot_id();
                         if planned.plan.is_empty() {
-                            let mut outcome = planned_outcome(planned.plan, false);
-                            outcome.retries = retry.failed_attempts();
-                            outcome.duration_ms = started.elapsed().as_millis() as u64;
-                            return Ok(outcome);
+                            return Ok(nothing_left(planned, &retry, started));
                         }
                         continue;
                     }
@@ -903,6 +962,18 @@ impl PreparedManifestRewrite<'_> {
         );
         Ok(outcome)
     }
+}
+
+/// The outcome of a rewrite whose plan on a newer head found nothing left to do.
+fn nothing_left(
+    planned: Planned,
+    retry: &CommitRetry,
+    started: Instant,
+) -> RewriteManifestsOutcome {
+    let mut outcome = planned_outcome(planned.plan, false);
+    outcome.retries = retry.failed_attempts();
+    outcome.duration_ms = started.elapsed().as_millis() as u64;
+    outcome
 }
 
 /// The outcome `plan` predicts, before anything is committed.

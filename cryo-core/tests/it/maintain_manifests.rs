@@ -653,3 +653,128 @@ async fn a_concurrent_append_is_kept_and_a_lost_manifest_aborts() {
     assert_eq!(read_rows(&after).await, read_rows(&head).await);
     assert_eq!(manifest_list(&after).await.len(), out.manifests_after);
 }
+
+/// Whether a commit of Cryo's has closed the gate of the fence under `dir` (it holds the gate
+/// while it waits for the writers in flight and while it commits).
+fn gate_closed(dir: &Path) -> bool {
+    let Some(gate) = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.extension().is_some_and(|x| x == "gate"))
+    else {
+        return false;
+    };
+    let file = std::fs::File::open(&gate).unwrap();
+    match file.try_lock_shared() {
+        Ok(()) => false,
+        Err(std::fs::TryLockError::WouldBlock) => true,
+        Err(std::fs::TryLockError::Error(e)) => panic!("{e}"),
+    }
+}
+
+async fn until_gate_closed(dir: &Path) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_mins(1);
+    while !gate_closed(dir) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "Cryo never closed the gate"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    }
+}
+
+/// Under the commit fence, writers that rewrite the manifests a rewrite replaces (as PyIceberg's
+/// overwrites do) on every commit cannot use up its retries: after planning again once outside
+/// the fence, it plans again inside it and commits before the next writer gets in.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn under_the_fence_a_rewrite_plans_again_inside_it_and_commits_before_the_next_writer() {
+    use cryo_core::govern::CommitFence;
+
+    let dir = tempfile::tempdir().unwrap();
+    let catalog = sql_catalog(dir.path()).await;
+    let table = appended(&catalog, "db.fenced", FormatVersion::V2, 12, 5, &[]).await;
+    let id = table.id.clone();
+    let committer = catalog.committer().unwrap();
+    let fence_dir = dir.path().join("fence");
+    let fence = CommitFence::new(&fence_dir);
+    let options = RewriteManifestsOptions {
+        commit_fence: Some(fence.clone()),
+        // Three attempts: the two the writers' rewrites cost, then the commit.
+        retry: Some(RetryPolicy {
+            max_attempts: 3,
+            min_backoff_ms: 200,
+            max_backoff_ms: 200,
+            ..RetryPolicy::default()
+        }),
+        ..RewriteManifestsOptions::default()
+    };
+    let prepared = RewriteManifests::new(&catalog, id.clone())
+        .with_options(options)
+        .prepare()
+        .await
+        .unwrap();
+    assert_eq!(prepared.plan().manifests_replaced(), 12);
+
+    // A writer's operation that rewrites every manifest, then appends (so there is work left).
+    let writer_op = |k: i64| {
+        let (catalog, id, committer) = (&catalog, &id, committer.as_ref());
+        async move {
+            let out = rewrite_manifests(catalog, id, &RewriteManifestsOptions::default())
+                .await
+                .unwrap();
+            assert_eq!(out.status, RewriteManifestsStatus::Committed);
+            let mut head = catalog.load_table(id).await.unwrap();
+            for d in 0..3 {
+                head = append_rows(committer, &head, &[row_on(1000 * k + d, d)]).await;
+            }
+            head
+        }
+    };
+    let enter = |fence: &CommitFence| {
+        let (fence, catalog, id) = (fence.clone(), catalog.name().to_string(), id.clone());
+        tokio::task::spawn_blocking(move || fence.enter_writer(&catalog, &id).unwrap())
+    };
+
+    let w1 = fence.enter_writer(catalog.name(), &id).unwrap();
+    let writers = async {
+        // Cryo waits for W1, which rewrites the manifests Cryo's plan replaces.
+        until_gate_closed(&fence_dir).await;
+        writer_op(1).await;
+        let w2 = enter(&fence);
+        drop(w1);
+        // Cryo finds them rewritten and leaves the fence to plan again; W2 gets in meanwhile.
+        let w2 = w2.await.unwrap();
+        // Cryo has planned again and waits for W2, which rewrites them once more.
+        until_gate_closed(&fence_dir).await;
+        let written = writer_op(2).await;
+        let w3 = enter(&fence);
+        drop(w2);
+        // W3 gets in only once Cryo has committed.
+        let w3 = w3.await.unwrap();
+        let seen = catalog.load_table(&id).await.unwrap();
+        drop(w3);
+        (written, seen)
+    };
+    let (out, (written, seen)) = tokio::join!(prepared.commit(), writers);
+    let out = out.unwrap();
+    assert_eq!(out.status, RewriteManifestsStatus::Committed, "{out:?}");
+    assert_eq!(out.retries, 2, "{out:?}");
+    assert_eq!(out.base_snapshot_id, written.metadata.current_snapshot_id());
+    // The rewrite replaced what W2 left: its rewritten manifest and its three appends.
+    assert_eq!(out.manifests_replaced, 4, "{out:?}");
+    let cryo_snapshot = out.snapshot_ids[0];
+    assert_eq!(
+        seen.metadata.current_snapshot_id(),
+        Some(cryo_snapshot),
+        "the next writer saw Cryo's commit"
+    );
+    assert_eq!(
+        seen.metadata
+            .current_snapshot()
+            .unwrap()
+            .parent_snapshot_id(),
+        written.metadata.current_snapshot_id()
+    );
+    assert_eq!(read_rows(&seen).await, read_rows(&written).await);
+    assert_eq!(manifest_list(&seen).await.len(), out.manifests_after);
+}
