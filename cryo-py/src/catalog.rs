@@ -39,7 +39,10 @@ use crate::models::{
     TableScan,
 };
 use crate::progress::sink;
-use crate::runtime::wait;
+use crate::runtime::{finish_holding_gil, wait};
+
+/// Longest a dropped catalog waits for its connections to close.
+const CLOSE_LIMIT: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// A connected Iceberg catalog (sql, rest, hadoop or a single static table), configured with
 /// PyIceberg's properties.
@@ -101,6 +104,29 @@ impl Catalog {
 
     fn table(table: &str) -> PyResult<TableId> {
         check(TableId::parse(table))
+    }
+}
+
+impl Drop for Catalog {
+    /// Close this process's connections before they are dropped, while the caller holds the
+    /// GIL: dropped, a pool closes its `SQLite` connections in the background, and an
+    /// `os.fork()` right after (Airflow forks workers after parsing DAG files) could copy a
+    /// lock `SQLite` holds while closing, leaving the child hung on its first `SQLite` call.
+    fn drop(&mut self) {
+        let (owner, core) = self
+            .connected
+            .get_mut()
+            .unwrap_or_else(PoisonError::into_inner);
+        if *owner != std::process::id() {
+            // Inherited through fork: its pools belong to threads the parent kept.
+            std::mem::forget(Arc::clone(core));
+        } else if Arc::strong_count(core) == 1 {
+            // Nothing else uses it (calls in flight hold a clone): no connection is in use.
+            let core = &**core;
+            finish_holding_gil(async move {
+                let _ = tokio::time::timeout(CLOSE_LIMIT, core.close()).await;
+            });
+        }
     }
 }
 

@@ -80,6 +80,18 @@ where
     }
 }
 
+/// Run `fut` on the shared runtime and wait for it without releasing the GIL, so that no other
+/// thread of this process forks meanwhile; for short clean-up that never calls into Python
+/// (only `cryo_core` events reach Python's logging, and the caller must not emit any). Does
+/// nothing on a runtime thread, where blocking is not allowed.
+pub(crate) fn finish_holding_gil(fut: impl Future<Output = ()>) {
+    if tokio::runtime::Handle::try_current().is_ok() {
+        return;
+    }
+    let Ok(rt) = runtime() else { return };
+    rt.block_on(fut);
+}
+
 /// Run blocking (non-async) Rust work with the GIL released.
 pub(crate) fn blocking<T, F>(py: Python<'_>, work: F) -> PyResult<T>
 where

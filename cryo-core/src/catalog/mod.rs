@@ -296,6 +296,17 @@ impl Catalog {
         self.factory.counters()
     }
 
+    /// Close the catalog's connections now and wait until they are closed (a SQL catalog's
+    /// `SQLite` connections; the other kinds hold none that need it). Later calls through this
+    /// catalog fail. Dropping a catalog closes them too, but in the background: a process that
+    /// forks right after (Python's `os.fork()`) can copy a lock `SQLite` holds while closing, and
+    /// the child then hangs on its first `SQLite` call. Bindings close before they drop.
+    pub async fn close(&self) {
+        if let Backend::Sql(s) = &self.backend {
+            s.close().await;
+        }
+    }
+
     /// The SQL backend, if this is a SQL catalog.
     pub fn as_sql(&self) -> Option<&SqlCatalog> {
         match &self.backend {

@@ -130,6 +130,11 @@ impl SqlCatalog {
             .busy_timeout(Duration::from_secs(5));
         let pool = SqlitePoolOptions::new()
             .max_connections(max_connections)
+            // Connections to a local file never go stale, and a pool that closes idle ones in
+            // the background can be closing one (inside SQLite, holding its global locks) at the
+            // moment the process forks: the child then hangs on its first SQLite call.
+            .idle_timeout(None)
+            .max_lifetime(None)
             .connect_with(options)
             .await
             .map_err(|e| db_err(&config.name, &format!("open {}", path.display()), e))?;
@@ -142,6 +147,12 @@ impl SqlCatalog {
             catalog.create_schema().await?;
         }
         Ok(catalog)
+    }
+
+    /// Close every pooled connection, waiting until each is closed (and for connections in use
+    /// to come back first). Later calls through this catalog fail.
+    pub async fn close(&self) {
+        self.pool.close().await;
     }
 
     /// The database file.

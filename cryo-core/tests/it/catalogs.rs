@@ -50,6 +50,23 @@ async fn sql_catalog_lists_namespaces_and_tables() {
     assert!(matches!(err, Error::NotFound { .. }), "{err}");
 }
 
+/// `close` waits until the connections are closed (bindings call it before a catalog is
+/// dropped, so nothing is closing inside `SQLite` when the process forks); calls after it fail
+/// with a catalog error, and the database opens again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_closed_sql_catalog_refuses_calls_and_the_database_opens_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let catalog = crate::replace::sql_catalog(dir.path()).await;
+    let namespaces = catalog.list_namespaces().await.unwrap();
+    assert_eq!(namespaces, vec![Namespace::new(["db"])]);
+    catalog.close().await;
+    let err = catalog.list_namespaces().await.unwrap_err();
+    assert!(matches!(err, Error::Catalog { .. }), "{err}");
+    catalog.close().await; // twice is harmless
+    let again = Catalog::connect(catalog.config().clone()).await.unwrap();
+    assert_eq!(again.list_namespaces().await.unwrap(), namespaces);
+}
+
 #[tokio::test]
 async fn sql_catalog_reads_the_old_schema_and_upgrades_on_request() {
     let Some(m) = fixtures() else { return };
