@@ -4,6 +4,7 @@
 #   bash scripts/peers.sh            # idempotent; a second run returns in about a second
 #   CRYO_PEERS_FORCE=1 bash scripts/peers.sh   # reinstall
 #   CRYO_PEERS_SPARK_ROUTE=shim ...  # use the PyPI-jar + shim route for Spark instead of Maven Central
+#   CRYO_PEERS_SPARK4=0 ...          # without the second Spark line (Spark 4.1 + Iceberg 1.12)
 #
 # Everything goes to ${CRYO_PEERS_DIR:-$HOME/.cache/cryo-peers}; the result is described by the
 # shell-sourceable file $CRYO_PEERS_DIR/peers.env (PEERS_PYTHON, SPARK_JARS, JAVA_HOME, ...).
@@ -33,6 +34,14 @@ PIP_SPECS=(
   'trino==0.340.0'              # Trino's DB-API client: tests/py/test_trino_peer.py against the real server
   'bcrypt==5.0.0'               # services.sh hashes the Trino test user's password (file authenticator)
 )
+# Spark 4.1 + Iceberg 1.12: a second Spark line (format v3 with row lineage), in its own venv
+# (pyspark 3.5 and 4.1 cannot share one). iceberg-spark-runtime-4.1_2.13 is the runtime for Spark 4.1
+# (the -4.0 runtime is not published at 1.12.0); the sqlite-jdbc jar is the 3.5 line's.
+# CRYO_PEERS_SPARK4=0 skips it (its tests then skip, or fail under CRYO_REQUIRE_PEERS=1).
+S4V="$D/venv-spark4"
+SPARK4_ICEBERG_VERSION=1.12.0
+SPARK4_SPECS=('pyspark==4.1.4' 'pyarrow==26.0.1' 'pytest==9.2.0')
+WANT_SPARK4=${CRYO_PEERS_SPARK4:-1}
 # Airflow and Dagster pin dependencies the peers above conflict with: they get their own venv.
 # Every version is pinned by scripts/orchestrators-constraints.txt (Airflow's constraints file
 # is not reachable from here; that file is the resolved set, refreshed with `pip freeze`).
@@ -61,13 +70,14 @@ TRINO_PASSWORD_SRC="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/trino/FilePass
 TRINO_MAIN_SRC="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/trino/TrinoServer.java"
 WANT_TRINO=${CRYO_PEERS_TRINO:-1}
 # Anything that changes what gets installed must change this key (it invalidates the stamp).
-STAMP_KEY="v4 trino=$WANT_TRINO:$TRINO_VERSION:$TRINO_MANIFEST_SHA256:$TRINO_PASSWORD_DEPS_SHA256:$(md5sum <"$TRINO_PASSWORD_SRC" | cut -c1-12):$(md5sum <"$TRINO_MAIN_SRC" | cut -c1-12) route=$ROUTE iceberg=$ICEBERG_VERSION sqlite-jdbc=$SQLITE_JDBC_VERSION aws=$AWS_BUNDLE_VERSION pip=${PIP_SPECS[*]} orch=${ORCH_SPECS[*]} $(md5sum <"$ORCH_CONSTRAINTS" | cut -c1-12)"
+STAMP_KEY="v5 trino=$WANT_TRINO:$TRINO_VERSION:$TRINO_MANIFEST_SHA256:$TRINO_PASSWORD_DEPS_SHA256:$(md5sum <"$TRINO_PASSWORD_SRC" | cut -c1-12):$(md5sum <"$TRINO_MAIN_SRC" | cut -c1-12) route=$ROUTE iceberg=$ICEBERG_VERSION sqlite-jdbc=$SQLITE_JDBC_VERSION aws=$AWS_BUNDLE_VERSION pip=${PIP_SPECS[*]} spark4=$WANT_SPARK4:$SPARK4_ICEBERG_VERSION:${SPARK4_SPECS[*]} orch=${ORCH_SPECS[*]} $(md5sum <"$ORCH_CONSTRAINTS" | cut -c1-12)"
 STAMP="$D/.installed"
 
 if [ -z "${CRYO_PEERS_FORCE:-}" ] && [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$STAMP_KEY" ] \
    && [ -x "$V/bin/python" ] && [ -x "$OV/bin/python" ] && [ -f "$D/peers.env" ]; then
   # shellcheck disable=SC1091
   ( . "$D/peers.env"; IFS=,; for j in $SPARK_JARS; do [ -f "$j" ] || exit 1; done ) \
+    && ( . "$D/peers.env"; [ -z "${SPARK4_JARS:-}" ] || { [ -x "${SPARK4_PYTHON:-}" ] && { IFS=,; for j in $SPARK4_JARS; do [ -f "$j" ] || exit 1; done; }; }; ) \
     && ( . "$D/peers.env"; [ -z "${TRINO_HOME:-}" ] || { [ -f "${TRINO_HOME:-}/main/cryo-trino-server-main.jar" ] \
          && [ -f "${TRINO_HOME:-}/plugin/cryo-password-file/cryo-password-file.jar" ]; } ) \
     && { echo "cryo peers: up to date in $D (source $D/peers.env)"; exit 0; }
@@ -116,12 +126,10 @@ log "orchestrators venv $OV"
 J="$D/jars"; mkdir -p "$J"
 SPARK_EXTRA_JAVA_OPTS=""
 SPARK_HAS_S3=0
-maven_route() {
+maven_jars() {  # group:artifact:version...: each jar into $J unless it is there already
   command -v mvn >/dev/null 2>&1 || { log "installing maven"; apt_install maven; }
   local a
-  for a in "org.apache.iceberg:iceberg-spark-runtime-3.5_2.12:$ICEBERG_VERSION" \
-           "org.xerial:sqlite-jdbc:$SQLITE_JDBC_VERSION" \
-           "org.apache.iceberg:iceberg-aws-bundle:$AWS_BUNDLE_VERSION"; do
+  for a in "$@"; do
     local f; f="$J/$(echo "$a" | cut -d: -f2)-$(echo "$a" | cut -d: -f3).jar"
     [ -s "$f" ] && continue
     log "maven: $a"
@@ -133,6 +141,11 @@ maven_route() {
     [ -s "$f" ] || { echo "maven did not produce $f" >&2; return 1; }
   done
   rm -rf "$D/m2"
+}
+maven_route() {
+  maven_jars "org.apache.iceberg:iceberg-spark-runtime-3.5_2.12:$ICEBERG_VERSION" \
+             "org.xerial:sqlite-jdbc:$SQLITE_JDBC_VERSION" \
+             "org.apache.iceberg:iceberg-aws-bundle:$AWS_BUNDLE_VERSION" || return 1
   SPARK_JARS="$J/iceberg-spark-runtime-3.5_2.12-$ICEBERG_VERSION.jar,$J/sqlite-jdbc-$SQLITE_JDBC_VERSION.jar,$J/iceberg-aws-bundle-$AWS_BUNDLE_VERSION.jar"
   SPARK_HAS_S3=1
 }
@@ -168,6 +181,29 @@ else
 fi
 
 ( IFS=,; for j in $SPARK_JARS; do [ -s "$j" ] || { echo "missing Spark jar: $j" >&2; exit 1; }; done )
+
+# --- Spark 4.1 + Iceberg 1.12 (its own venv; Java 17 or 21) -------------------------------
+SPARK4_PYTHON=""; SPARK4_JARS=""; SPARK4_JAVA_HOME=""
+if [ "$WANT_SPARK4" = 0 ]; then
+  log "spark 4.1: skipped (CRYO_PEERS_SPARK4=0)"
+elif [ "$ROUTE" != maven ]; then
+  log "spark 4.1: skipped: its runtime jar comes from Maven Central only (Spark route: $ROUTE)"
+else
+  for j in "$JAVA_HOME_DETECTED" /usr/lib/jvm/java-17-openjdk-amd64 /usr/lib/jvm/java-17-openjdk-arm64 \
+           /usr/lib/jvm/java-21-openjdk-amd64 /usr/lib/jvm/java-21-openjdk-arm64; do
+    if [ -x "$j/bin/java" ] && "$j/bin/java" -version 2>&1 | grep -qE 'version "(17|21)[."]'; then SPARK4_JAVA_HOME=$j; break; fi
+  done
+  [ -n "$SPARK4_JAVA_HOME" ] || { log "installing a JDK 17 for Spark 4.1"; apt_install openjdk-17-jdk-headless; SPARK4_JAVA_HOME=/usr/lib/jvm/java-17-openjdk-$(dpkg --print-architecture); }
+  log "spark 4.1: venv $S4V (pyspark 4.1 is a ~450 MB sdist)"
+  [ -x "$S4V/bin/python" ] || "$PY" -m venv "$S4V"
+  "$S4V/bin/pip" install -q -U pip
+  "$S4V/bin/pip" install -q "${SPARK4_SPECS[@]}"
+  maven_jars "org.apache.iceberg:iceberg-spark-runtime-4.1_2.13:$SPARK4_ICEBERG_VERSION" "org.xerial:sqlite-jdbc:$SQLITE_JDBC_VERSION" \
+    || { echo "spark 4.1: iceberg-spark-runtime-4.1_2.13:$SPARK4_ICEBERG_VERSION from Maven Central failed" >&2; exit 1; }
+  SPARK4_PYTHON="$S4V/bin/python"
+  SPARK4_JARS="$J/iceberg-spark-runtime-4.1_2.13-$SPARK4_ICEBERG_VERSION.jar,$J/sqlite-jdbc-$SQLITE_JDBC_VERSION.jar"
+  "$SPARK4_PYTHON" -c 'import pyspark, pyarrow; assert pyspark.__version__.startswith("4.1."), pyspark.__version__; print("spark 4.1 line: pyspark", pyspark.__version__, "pyarrow", pyarrow.__version__)'
+fi
 
 # --- Trino (single node, Iceberg connector only) --------------------------------------------
 # $D/trino/<version>/lib: io.trino:trino-main and its runtime dependencies (the server's class path);
@@ -327,6 +363,11 @@ export ORCHESTRATORS_PYTHON="$OV/bin/python"
 export TRINO_HOME="$TRINO_HOME"
 export TRINO_VERSION="$TRINO_VERSION"
 export TRINO_JAVA_HOME="$TRINO_JAVA_HOME"
+export SPARK4_VENV="${SPARK4_PYTHON:+$S4V}"
+export SPARK4_PYTHON="$SPARK4_PYTHON"
+export SPARK4_JARS="$SPARK4_JARS"
+export SPARK4_JAVA_HOME="$SPARK4_JAVA_HOME"
+export ICEBERG_SPARK4_VERSION="${SPARK4_PYTHON:+$SPARK4_ICEBERG_VERSION}"
 ENVEOF
 echo "$STAMP_KEY" > "$STAMP"
 log "done: source $D/peers.env"

@@ -2,9 +2,11 @@
 
 Run with the peers venv (``scripts/peers.sh``): ``$PEERS_PYTHON`` from ``$CRYO_PEERS_DIR/peers.env``.
 
-- ``spark_session(catalog_db, warehouse, hadoop_warehouse=None)``: a local Spark 3.5 + Iceberg session with
+- ``spark_session(catalog_db, warehouse, hadoop_warehouse=None)``: a local Spark + Iceberg session with
   the jdbc catalog ``fixtures`` on the same sqlite file PyIceberg's ``SqlCatalog`` uses (and optionally the
-  hadoop catalog ``hadoop``).
+  hadoop catalog ``hadoop``). Two Spark lines are installed (``SPARK_LINES``): 3.5 + Iceberg 1.10 (the
+  default, in the peers venv) and 4.1 + Iceberg 1.12 (its own venv, ``SPARK4_PYTHON``); ``line=`` or
+  ``$CRYO_SPARK_LINE`` picks the jars, and the running pyspark must be that line's.
 - ``fingerprint(arrow_table)``: an order-independent row fingerprint that PyIceberg, DuckDB and Spark
   reads of the same table agree on.
 - ``read_pyiceberg(...)``, ``read_duckdb(metadata_json)``, ``read_spark(spark, ident)``: each returns a
@@ -19,6 +21,7 @@ import hashlib
 import math
 import os
 import shlex
+import sys
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -34,10 +37,15 @@ __all__ = [
     "read_duckdb",
     "read_pyiceberg",
     "read_spark",
+    "spark_arrow",
     "sql_catalog",
     "spark_rest_catalog_conf",
     "spark_s3_jdbc_catalog_conf",
     "spark_session",
+    "spark_line",
+    "spark_line_env",
+    "spark_line_missing",
+    "SPARK_LINES",
     "add_spark_catalogs",
     "SPARK_PROCEDURES",
 ]
@@ -359,6 +367,47 @@ def duckdb_connect(s3: dict[str, str] | None = None):
     return con
 
 
+# The Spark lines scripts/peers.sh installs: the peers.env variables of each one's python, jars and JDK.
+SPARK_LINES = {
+    "3.5": {"python": "PEERS_PYTHON", "jars": "SPARK_JARS", "java_home": "JAVA_HOME", "iceberg": "ICEBERG_SPARK_VERSION"},
+    "4.1": {"python": "SPARK4_PYTHON", "jars": "SPARK4_JARS", "java_home": "SPARK4_JAVA_HOME", "iceberg": "ICEBERG_SPARK4_VERSION"},
+}
+DEFAULT_SPARK_LINE = "3.5"
+
+
+def spark_line(line: str | None = None) -> str:
+    """The Spark line to use: ``line``, else ``$CRYO_SPARK_LINE``, else 3.5."""
+    line = line or os.environ.get("CRYO_SPARK_LINE") or DEFAULT_SPARK_LINE
+    if line not in SPARK_LINES:
+        raise ValueError(f"unknown Spark line {line!r} (known: {', '.join(SPARK_LINES)})")
+    return line
+
+
+def spark_line_env(line: str | None = None) -> dict[str, str]:
+    """``{"line", "python", "jars", "java_home", "iceberg"}`` of a Spark line from peers.env (values may be
+    empty when the line is not installed: see ``spark_line_missing``)."""
+    line = spark_line(line)
+    env = peers_env()
+    out = {k: env.get(v, "") for k, v in SPARK_LINES[line].items()}
+    if line == DEFAULT_SPARK_LINE and not out["python"]:
+        out["python"] = env.get("PYSPARK_PYTHON", "")
+    out["line"] = line
+    return out
+
+
+def spark_line_missing(line: str | None = None) -> str | None:
+    """Why the Spark line cannot run here (None when it can)."""
+    e = spark_line_env(line)
+    if not e["jars"]:
+        return f"Spark {e['line']} is not installed ({SPARK_LINES[e['line']]['jars']} unset; scripts/peers.sh installs it)"
+    missing = [j for j in e["jars"].split(",") if not Path(j).exists()]
+    if missing:
+        return f"Spark {e['line']}: jars missing: {missing} (rerun scripts/peers.sh)"
+    if e["line"] != DEFAULT_SPARK_LINE and not (e["python"] and Path(e["python"]).exists()):
+        return f"Spark {e['line']}: no python at {e['python']!r} (rerun scripts/peers.sh)"
+    return None
+
+
 def read_duckdb(metadata_json_path: str, s3: dict[str, str] | None = None) -> pa.Table:
     """Read a table with DuckDB's iceberg extension, from its metadata.json path (local path or URI)."""
     con = duckdb_connect(s3)
@@ -379,17 +428,33 @@ def spark_session(
     app_name: str = "cryo-peers",
     memory: str = "1g",
     extra_conf: dict[str, str] | None = None,
+    line: str | None = None,
 ):
     """A local SparkSession (local[2], driver on 127.0.0.1, UI off) with Iceberg and the jdbc catalog
     ``fixtures`` on ``warehouse_catalog_db`` (sqlite), plus ``hadoop`` on ``hadoop_warehouse`` if given.
 
-    Uses SPARK_JARS / JAVA_HOME / SPARK_EXTRA_JAVA_OPTS from peers.env. One JVM per process: a second call
+    ``line``: the Spark line (``SPARK_LINES``; default ``$CRYO_SPARK_LINE`` or 3.5). 3.5 uses SPARK_JARS /
+    JAVA_HOME / SPARK_EXTRA_JAVA_OPTS from peers.env, 4.1 SPARK4_JARS / SPARK4_JAVA_HOME; the pyspark this
+    process imports must be the line's (4.1: run under SPARK4_PYTHON). One JVM per process: a second call
     with other catalogs returns the existing session (reconfigured catalogs are set at runtime).
     """
     env = peers_env()
-    if env.get("JAVA_HOME"):
-        os.environ["JAVA_HOME"] = env["JAVA_HOME"]
-    os.environ.setdefault("PYSPARK_PYTHON", env.get("PYSPARK_PYTHON", "python3"))
+    le = spark_line_env(line)
+    import pyspark
+
+    if not pyspark.__version__.startswith(le["line"] + "."):
+        raise RuntimeError(
+            f"Spark line {le['line']} asked for, but this python ({sys.executable}) has pyspark {pyspark.__version__}"
+            + (" (run it with $SPARK4_PYTHON)" if le["line"] == "4.1" else "")
+        )
+    if not le["jars"]:
+        raise RuntimeError(spark_line_missing(le["line"]) or f"no jars for Spark {le['line']}")
+    if le["java_home"]:
+        os.environ["JAVA_HOME"] = le["java_home"]
+    if le["line"] == DEFAULT_SPARK_LINE:
+        os.environ.setdefault("PYSPARK_PYTHON", env.get("PYSPARK_PYTHON", "python3"))
+    else:  # Python workers must run this pyspark, whatever the parent's PYSPARK_PYTHON (the 3.5 line's) says
+        os.environ["PYSPARK_PYTHON"] = le["python"] or sys.executable
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     os.environ.setdefault("TZ", "UTC")
     from pyspark.sql import SparkSession
@@ -397,7 +462,9 @@ def spark_session(
     db = Path(_local_path(warehouse_catalog_db)).resolve()
     scratch = Path(os.environ.get("CRYO_SPARK_SCRATCH") or (peers_dir() / "spark-scratch"))
     scratch.mkdir(parents=True, exist_ok=True)
-    java_opts = " ".join(x for x in ["-Duser.timezone=UTC", env.get("SPARK_EXTRA_JAVA_OPTS", "")] if x)
+    # SPARK_EXTRA_JAVA_OPTS belongs to the 3.5 line's shim route (its JNI library path).
+    extra_java = env.get("SPARK_EXTRA_JAVA_OPTS", "") if le["line"] == DEFAULT_SPARK_LINE else ""
+    java_opts = " ".join(x for x in ["-Duser.timezone=UTC", extra_java] if x)
     conf = {
         "spark.master": "local[2]",
         "spark.app.name": app_name,
@@ -406,7 +473,7 @@ def spark_session(
         "spark.driver.memory": memory,
         "spark.ui.enabled": "false",
         "spark.ui.showConsoleProgress": "false",
-        "spark.jars": env["SPARK_JARS"],
+        "spark.jars": le["jars"],
         "spark.driver.extraJavaOptions": java_opts,
         "spark.executor.extraJavaOptions": java_opts,
         "spark.sql.extensions": "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions",
@@ -509,7 +576,14 @@ def add_spark_catalogs(spark: Any, conf: dict[str, str]) -> None:
 
 def read_spark(spark: Any, ident: str) -> pa.Table:
     """Read a whole table with Spark (``ident`` like ``fixtures.spark.orders_mor``) as a pyarrow Table."""
-    df = spark.table(ident)
+    return spark_arrow(spark.table(ident))
+
+
+def spark_arrow(df: Any) -> pa.Table:
+    """A Spark DataFrame's rows as a pyarrow Table (``DataFrame.toArrow`` on pyspark 4, else the Arrow
+    batches pyspark 3.5 collects internally)."""
+    if hasattr(df, "toArrow"):
+        return df.toArrow()
     try:
         batches = df._collect_as_arrow()  # pyspark 3.5 has no public DataFrame.toArrow()
     except Exception:  # pragma: no cover - fallback without Arrow in the JVM

@@ -9,7 +9,8 @@ Requests:
 - ``sql(text)``: run a statement, return its rows as dicts (values JSON-friendly: decimals, instants, dates
   and bytes as text).
 - ``read(ident, path)``: read a whole table with Spark (``cryo_peers.read_spark``) and hand it over as an
-  Arrow IPC file; returns a ``pyarrow.Table``.
+  Arrow IPC file; returns a ``pyarrow.Table``. ``read_sql(text, path)``: the same for a query's rows
+  (e.g. a v3 table's row lineage, ``SELECT _row_id, _last_updated_sequence_number, * FROM t``).
 - ``call("module:function", **kwargs)``: call ``function(spark, **kwargs)`` from a module next to this file
   (e.g. a test module's Spark-side helpers); returns its JSON-friendly result.
 
@@ -24,7 +25,13 @@ process (PyIceberg, Cryo) can commit to the catalog then ("database is locked"),
 After the catalog is first used, the child therefore closes the pool's connections (and with them the
 leaked statement); the pool opens fresh ones on demand (``release_catalog_lock``).
 
-Run with the peers venv.
+Spark lines: ``SparkWorker(..., line="4.1")`` runs the child with ``$SPARK4_PYTHON`` (its own venv:
+pyspark 4.1) on Spark 4.1 + Iceberg 1.12's jars (``$SPARK4_JARS``); the default is 3.5 (the peers venv's
+own python and ``$SPARK_JARS``), or ``$CRYO_SPARK_LINE``. ``catalog=`` names the jdbc catalog (``fixtures``
+by default): Iceberg's JDBC catalog only sees the rows of its own name in the sqlite file.
+``start_info`` says which line, pyspark and Iceberg the child runs.
+
+Run with the peers venv (the parent; the child is whichever python its line needs).
 """
 
 from __future__ import annotations
@@ -109,7 +116,7 @@ def release_catalog_lock(spark, catalog: str) -> int:
     return closed
 
 
-def child_main(catalog_db: str, warehouse: str, app_name: str) -> None:
+def child_main(catalog_db: str, warehouse: str, app_name: str, catalog: str = "fixtures") -> None:
     answers = os.fdopen(os.dup(1), "w", buffering=1)
     os.dup2(2, 1)  # everything else printed (and the JVM's stdout) goes to stderr
     sys.stdout = sys.stderr
@@ -117,14 +124,27 @@ def child_main(catalog_db: str, warehouse: str, app_name: str) -> None:
     import cryo_peers
 
     t0 = time.monotonic()
-    spark = cryo_peers.spark_session(
-        catalog_db,
-        warehouse,
-        app_name=app_name,
-        extra_conf={"spark.sql.catalog.fixtures.cache-enabled": "false"},
-    )
-    closed = release_catalog_lock(spark, "fixtures")
-    answers.write(json.dumps({"ok": True, "result": {"spark_start_s": round(time.monotonic() - t0, 2), "catalog_connections_closed": closed}}) + "\n")
+    try:
+        spark = cryo_peers.spark_session(
+            catalog_db,
+            warehouse,
+            catalog_name=catalog,
+            app_name=app_name,
+            extra_conf={f"spark.sql.catalog.{catalog}.cache-enabled": "false"},
+        )
+        closed = release_catalog_lock(spark, catalog)
+    except Exception as e:  # noqa: BLE001 - the parent raises it
+        answers.write(json.dumps({"ok": False, "error": _error_text(e)}) + "\n")
+        return
+    info = {
+        "spark_start_s": round(time.monotonic() - t0, 2),
+        "catalog_connections_closed": closed,
+        "line": cryo_peers.spark_line(),
+        "spark_version": spark.version,
+        "iceberg_version": str(spark._jvm.org.apache.iceberg.IcebergBuild.version()),
+        "python": sys.executable,
+    }
+    answers.write(json.dumps({"ok": True, "result": info}) + "\n")
     for line in sys.stdin:
         if not line.strip():
             continue
@@ -135,10 +155,13 @@ def child_main(catalog_db: str, warehouse: str, app_name: str) -> None:
             if op == "sql":
                 rows = spark.sql(req["sql"]).collect()
                 result: Any = [_jsonable(r.asDict(recursive=True)) for r in rows]
-            elif op == "read":
+            elif op in ("read", "read_sql"):
                 import pyarrow as pa
 
-                table = cryo_peers.read_spark(spark, req["table"])
+                if op == "read":
+                    table = cryo_peers.read_spark(spark, req["table"])
+                else:
+                    table = cryo_peers.spark_arrow(spark.sql(req["sql"]))
                 with pa.OSFile(req["path"], "wb") as f, pa.ipc.new_file(f, table.schema) as w:
                     w.write_table(table)
                 result = table.num_rows
@@ -167,18 +190,50 @@ class SparkError(RuntimeError):
     pass
 
 
+class SparkLineMissing(SparkError):
+    """The Spark line asked for is not installed here (``cryo_peers.spark_line_missing`` says why)."""
+
+
 class SparkWorker:
     """The parent's handle on the child (see the module docs)."""
 
-    def __init__(self, catalog_db: str | os.PathLike[str], warehouse: str | os.PathLike[str], *, log: str | os.PathLike[str], app_name: str = "cryo-spark-worker", timeout: float = 600) -> None:
+    def __init__(
+        self,
+        catalog_db: str | os.PathLike[str],
+        warehouse: str | os.PathLike[str],
+        *,
+        log: str | os.PathLike[str],
+        app_name: str = "cryo-spark-worker",
+        timeout: float = 600,
+        line: str | None = None,
+        catalog: str = "fixtures",
+    ) -> None:
+        if str(HERE) not in sys.path:
+            sys.path.insert(0, str(HERE))
+        import cryo_peers
+
+        self.line = cryo_peers.spark_line(line)
+        self.catalog = catalog
+        missing = cryo_peers.spark_line_missing(self.line)
+        if missing:
+            raise SparkLineMissing(missing)
+        le = cryo_peers.spark_line_env(self.line)
+        python = sys.executable if self.line == cryo_peers.DEFAULT_SPARK_LINE else le["python"]
         self.timeout = timeout
         self.timings: list[tuple[str, float]] = []
         self.log_path = Path(log)
         self._log = open(self.log_path, "wb")  # noqa: SIM115 - closed in close()
         env = dict(os.environ)
-        env.setdefault("CRYO_SPARK_SCRATCH", str(self.log_path.parent / "spark-scratch"))
+        env["CRYO_SPARK_LINE"] = self.line
+        if self.line == cryo_peers.DEFAULT_SPARK_LINE:
+            env.setdefault("CRYO_SPARK_SCRATCH", str(self.log_path.parent / "spark-scratch"))
+        else:
+            env.setdefault("CRYO_SPARK_SCRATCH", str(self.log_path.parent / f"spark-scratch-{self.line}"))
+            env["PYSPARK_PYTHON"] = python
+            env.pop("VIRTUAL_ENV", None)
+            env.pop("PYTHONHOME", None)
         self.proc = subprocess.Popen(
-            [sys.executable, str(Path(__file__).resolve()), "--child", str(catalog_db), str(warehouse), app_name],
+            [python, str(Path(__file__).resolve()), "--child", str(catalog_db), str(warehouse), app_name, catalog],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=self._log,
@@ -223,6 +278,14 @@ class SparkWorker:
         with pa.memory_map(str(path)) as f:
             return pa.ipc.open_file(f).read_all()
 
+    def read_sql(self, text: str, path: str | os.PathLike[str]):
+        """A query's rows as a ``pyarrow.Table`` (through an Arrow IPC file at ``path``)."""
+        import pyarrow as pa
+
+        self._request(" ".join(text.split()), op="read_sql", sql=text, path=str(path))
+        with pa.memory_map(str(path)) as f:
+            return pa.ipc.open_file(f).read_all()
+
     def call(self, fn: str, **kwargs: Any) -> Any:
         return self._request(f"call {fn}", op="call", fn=fn, kwargs=kwargs)
 
@@ -246,5 +309,5 @@ class SparkWorker:
             self._log.close()
 
 
-if __name__ == "__main__" and len(sys.argv) == 5 and sys.argv[1] == "--child":
-    child_main(sys.argv[2], sys.argv[3], sys.argv[4])
+if __name__ == "__main__" and len(sys.argv) in (5, 6) and sys.argv[1] == "--child":
+    child_main(*sys.argv[2:])
