@@ -31,10 +31,17 @@ set -a
 . "$CRYO_PEERS_DIR/run/services.env"
 set +a
 
-step "fixtures (PyIceberg + Spark)"
+step "fixtures (PyIceberg + Spark 3.5 + Spark 4.1)"
 FIXTURES=${CRYO_FIXTURES:-$ROOT/target/cryo-fixtures}
 rm -rf "$FIXTURES"
 "$PEERS_PYTHON" tests/fixtures/make_fixtures.py --out "$FIXTURES" --local --s3 --rest
+# The second Spark line's tables (Spark 4.1 + Iceberg 1.12: format v3 row lineage), in their own catalog
+# file and manifest (manifest-spark41.json) beside the others.
+if [ -n "${SPARK4_PYTHON:-}" ]; then
+  "$SPARK4_PYTHON" tests/fixtures/make_fixtures_spark4.py --out "$FIXTURES"
+else
+  echo "no Spark 4.1 line (SPARK4_PYTHON unset in peers.env): its fixtures are not built, its tests fail"
+fi
 export CRYO_FIXTURES=$FIXTURES CRYO_REQUIRE_PEERS=1
 
 step "cargo build (workspace: core + bindings)"
