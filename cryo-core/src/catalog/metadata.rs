@@ -73,6 +73,11 @@ pub fn parse_table_metadata(table: &str, location: &str, bytes: &[u8]) -> Result
         });
     }
     check_timestamps(table, location, &value)?;
+    if let Some(feature) = unsupported_feature(&value) {
+        return Err(Error::Unsupported {
+            message: format!("{table}: {feature}, which Cryo does not support yet, in {location}"),
+        });
+    }
     serde_json::from_value(value).map_err(|e| {
         Error::metadata(
             table,
@@ -80,6 +85,87 @@ pub fn parse_table_metadata(table: &str, location: &str, bytes: &[u8]) -> Result
             format!("does not match the Iceberg spec: {e}"),
         )
     })
+}
+
+/// A format-v3 feature of the metadata that Cryo cannot read or keep, named: types Cryo has no
+/// reader or writer for (`variant`, `geometry`, `geography`, `unknown`) and partition or sort
+/// fields over several source columns. `None` when there is none.
+///
+/// Checked before the full parse, so the error names the feature rather than a serde variant,
+/// and so that nothing is ever planned on a table whose columns Cryo would drop.
+fn unsupported_feature(value: &serde_json::Value) -> Option<String> {
+    use serde_json::Value;
+    fn in_type(t: &Value, column: &str) -> Option<String> {
+        match t {
+            Value::String(s) => {
+                let name = s.split('(').next().unwrap_or(s).trim();
+                matches!(name, "variant" | "geometry" | "geography" | "unknown")
+                    .then(|| format!("column `{column}` has the format-v3 type `{s}`"))
+            }
+            Value::Object(o) => {
+                let nested = |key: &str, name: &str| {
+                    o.get(key)
+                        .and_then(|t| in_type(t, &format!("{column}.{name}")))
+                };
+                if let Some(fields) = o.get("fields").and_then(Value::as_array) {
+                    return fields.iter().find_map(|f| {
+                        let name = f.get("name").and_then(Value::as_str).unwrap_or("?");
+                        f.get("type")
+                            .and_then(|t| in_type(t, &format!("{column}.{name}")))
+                    });
+                }
+                nested("element", "element")
+                    .or_else(|| nested("key", "key"))
+                    .or_else(|| nested("value", "value"))
+            }
+            _ => None,
+        }
+    }
+    let schemas = value
+        .get("schemas")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .chain(value.get("schema"));
+    for schema in schemas {
+        for f in schema
+            .get("fields")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
+            let name = f.get("name").and_then(Value::as_str).unwrap_or("?");
+            if let Some(found) = f.get("type").and_then(|t| in_type(t, name)) {
+                return Some(found);
+            }
+        }
+    }
+    let multi = |list: &str| {
+        value
+            .get(list)
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .flat_map(|spec| {
+                spec.get("fields")
+                    .and_then(Value::as_array)
+                    .into_iter()
+                    .flatten()
+            })
+            .find(|f| {
+                f.get("source-ids")
+                    .and_then(Value::as_array)
+                    .is_some_and(|ids| ids.len() > 1)
+            })
+            .map(|f| {
+                let name = f.get("name").and_then(Value::as_str).unwrap_or("a field");
+                let transform = f.get("transform").and_then(Value::as_str).unwrap_or("?");
+                format!(
+                    "{name} of {list} applies {transform} to several source columns (format v3)"
+                )
+            })
+    };
+    multi("partition-specs").or_else(|| multi("sort-orders"))
 }
 
 /// Parse a manifest list with upstream's reader; `Err` is the reason, for the caller's error.
@@ -232,5 +318,50 @@ mod tests {
             );
             assert!(e.to_string().contains("no instant"), "{e}");
         }
+    }
+
+    fn v3_with(field_type: &str, partition_field: &str) -> Vec<u8> {
+        format!(
+            r#"{{"format-version":3,"table-uuid":"9c12d441-03fe-4693-9a96-a0705ddf69c1",
+            "location":"s3://b/wh/t","last-sequence-number":0,"last-updated-ms":1602638573590,
+            "next-row-id":0,
+            "last-column-id":3,"current-schema-id":0,"schemas":[{{"type":"struct","schema-id":0,
+            "fields":[{{"id":1,"name":"x","required":true,"type":"long"}},
+                      {{"id":2,"name":"s","required":false,"type":{{"type":"struct","fields":[
+                        {{"id":3,"name":"v","required":false,"type":{field_type}}}]}}}}]}}],
+            "default-spec-id":0,
+            "partition-specs":[{{"spec-id":0,"fields":[{partition_field}]}}],"last-partition-id":1000,
+            "default-sort-order-id":0,"sort-orders":[{{"order-id":0,"fields":[]}}],
+            "properties":{{}},"snapshots":[],"snapshot-log":[],"metadata-log":[]}}"#
+        )
+        .into_bytes()
+    }
+
+    #[test]
+    fn v3_features_cryo_does_not_support_are_named() {
+        let ok = parse_table_metadata("t", "m.json", &v3_with(r#""string""#, ""));
+        assert!(ok.is_ok(), "{ok:?}");
+        for (t, want) in [
+            (r#""variant""#, "`s.v` has the format-v3 type `variant`"),
+            (r#""geometry(srid:4326)""#, "type `geometry(srid:4326)`"),
+            (r#""geography""#, "type `geography`"),
+            (r#""unknown""#, "type `unknown`"),
+            (
+                r#"{"type":"list","element-id":4,"element-required":false,"element":"variant"}"#,
+                "`s.v.element` has the format-v3 type `variant`",
+            ),
+        ] {
+            let e = parse_table_metadata("db.t", "m.json", &v3_with(t, "")).unwrap_err();
+            assert!(matches!(e, Error::Unsupported { .. }), "{e}");
+            assert!(e.to_string().contains(want), "{e}");
+        }
+        let multi = r#"{"source-ids":[1,3],"field-id":1000,"name":"xv","transform":"bucket[8]"}"#;
+        let e = parse_table_metadata("db.t", "m.json", &v3_with(r#""string""#, multi)).unwrap_err();
+        assert!(matches!(e, Error::Unsupported { .. }), "{e}");
+        assert!(
+            e.to_string()
+                .contains("xv of partition-specs applies bucket[8] to several source columns"),
+            "{e}"
+        );
     }
 }

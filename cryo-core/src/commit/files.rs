@@ -1,7 +1,9 @@
 //! Reading the manifests a commit builds on.
 
 use futures::{StreamExt, TryStreamExt};
-use iceberg::spec::{DataFile, Manifest, ManifestEntry, ManifestFile, ManifestStatus, Snapshot};
+use iceberg::spec::{
+    DataFile, Manifest, ManifestContentType, ManifestEntry, ManifestFile, ManifestStatus, Snapshot,
+};
 
 use crate::catalog::LoadedTable;
 use crate::error::{Error, Result};
@@ -25,6 +27,10 @@ pub struct LiveFile {
     pub sequence_number: Option<i64>,
     /// File sequence number.
     pub file_sequence_number: Option<i64>,
+    /// Format v3: the row id of the file's first row, its own or inherited from the manifest
+    /// (`None` for delete files, and for data files that have none: added before the table
+    /// was upgraded to v3 and not yet assigned one).
+    pub first_row_id: Option<i64>,
     /// Manifest that lists it.
     pub manifest: String,
 }
@@ -39,7 +45,9 @@ pub async fn live_files(table: &LoadedTable) -> Result<Vec<LiveFile>> {
     let read = read_manifests(table, manifests).await?;
     let mut out = Vec::new();
     for (mf, manifest) in read {
+        let mut row_ids = RowIdInheritance::new(&mf);
         for entry in manifest.entries() {
+            let inherited = row_ids.next(entry.data_file());
             if entry.is_alive() {
                 out.push(LiveFile {
                     file: entry.data_file().clone(),
@@ -48,12 +56,43 @@ pub async fn live_files(table: &LoadedTable) -> Result<Vec<LiveFile>> {
                     snapshot_id: entry.snapshot_id(),
                     sequence_number: entry.sequence_number(),
                     file_sequence_number: entry.file_sequence_number,
+                    first_row_id: entry.data_file().first_row_id().or(inherited),
                     manifest: mf.manifest_path.clone(),
                 });
             }
         }
     }
     Ok(out)
+}
+
+/// The spec's first-row-id inheritance over one manifest's entries, in manifest order: a data
+/// file without a `first_row_id` of its own takes the manifest's `first_row_id` plus the record
+/// counts of every earlier entry that had none (`DELETED` entries included). Delete manifests
+/// have no row ids.
+#[derive(Debug, Clone)]
+pub(crate) struct RowIdInheritance {
+    next: Option<i64>,
+}
+
+impl RowIdInheritance {
+    pub(crate) fn new(mf: &ManifestFile) -> Self {
+        let next = match mf.content {
+            ManifestContentType::Data => mf.first_row_id.and_then(|id| i64::try_from(id).ok()),
+            ManifestContentType::Deletes => None,
+        };
+        Self { next }
+    }
+
+    /// The row id `file` (the next entry) inherits, when it has none of its own and the
+    /// manifest has one.
+    pub(crate) fn next(&mut self, file: &DataFile) -> Option<i64> {
+        if file.first_row_id().is_some() {
+            return None;
+        }
+        let id = self.next?;
+        self.next = Some(id.saturating_add(i64::try_from(file.record_count()).unwrap_or(i64::MAX)));
+        Some(id)
+    }
 }
 
 /// Read and parse `manifests`, in their order, several at once. Each is parsed on a task of its

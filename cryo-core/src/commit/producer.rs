@@ -12,7 +12,7 @@ use iceberg::spec::{
 use iceberg::{TableRequirement, TableUpdate};
 
 use super::committer::{CatalogCommitter, TableChanges, discard, metadata_dir};
-use super::files::{read_manifest, read_manifest_list, read_manifests};
+use super::files::{RowIdInheritance, read_manifest, read_manifest_list, read_manifests};
 use super::iceberg_error;
 use super::manifest_out::ManifestOut;
 use super::summary::{SummaryBuilder, is_deletion_vector};
@@ -1465,32 +1465,6 @@ fn content_key(content: ManifestContentType) -> u8 {
 /// unknown counts, as v1 writers may leave them, count as live).
 fn has_live_files(mf: &ManifestFile) -> bool {
     mf.added_files_count.is_none_or(|n| n > 0) || mf.existing_files_count.is_none_or(|n| n > 0)
-}
-
-/// First-row-id inheritance (spec, v3): a data file without a `first_row_id` gets its manifest's
-/// `first_row_id` plus the record counts of the files without one listed before it.
-struct RowIdInheritance {
-    next: Option<i64>,
-}
-
-impl RowIdInheritance {
-    fn new(mf: &ManifestFile) -> Self {
-        let next = match mf.content {
-            ManifestContentType::Data => mf.first_row_id.and_then(|id| i64::try_from(id).ok()),
-            ManifestContentType::Deletes => None,
-        };
-        Self { next }
-    }
-
-    /// The row id `file` inherits, when it has none of its own and the manifest has one.
-    fn next(&mut self, file: &DataFile) -> Option<i64> {
-        if file.first_row_id().is_some() {
-            return None;
-        }
-        let id = self.next?;
-        self.next = Some(id.saturating_add(file.record_count() as i64));
-        Some(id)
-    }
 }
 
 /// `file` with its `first_row_id` set (upstream keeps `DataFile` fields crate-private, so it is

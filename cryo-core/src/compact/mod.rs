@@ -129,6 +129,7 @@
 //! streaming; writers get a quarter. Sorting needs the `datafusion` feature; planning does not.
 
 mod deletes;
+mod lineage;
 mod local_out;
 mod options;
 mod pages;

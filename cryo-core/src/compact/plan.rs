@@ -89,6 +89,10 @@ pub struct GroupDataFile {
     pub spec_id: i32,
     /// Data sequence number (0 on v1).
     pub data_sequence_number: i64,
+    /// Format v3: the row id of its first row (its own or inherited; see
+    /// [`LiveFile::first_row_id`]). A rewrite writes every surviving row's `_row_id` from it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub first_row_id: Option<i64>,
     /// Indexes into [`FileGroup::delete_files`] of the deletes that apply to it.
     pub deletes: Vec<usize>,
 }
@@ -207,6 +211,7 @@ struct Entry {
     file: DataFile,
     spec_id: i32,
     seq: i64,
+    first_row_id: Option<i64>,
     partition_path: String,
 }
 
@@ -243,6 +248,7 @@ pub async fn plan_compaction_at(
     let md = table.metadata.as_ref();
     let sizes = options.sizes(table)?;
     check_strategy_columns(table, &options.strategy)?;
+    super::lineage::check_rewritable(&table.id.to_string(), md)?;
     let snapshot = md.current_snapshot();
     let mut plan = CompactionPlan {
         format_version: COMPACTION_PLAN_VERSION,
@@ -483,8 +489,15 @@ fn split_live(
             file: lf.file,
             spec_id: lf.spec_id,
             seq,
+            first_row_id: lf.first_row_id,
             partition_path,
         };
+        if entry.file.key_metadata().is_some() {
+            return Err(Error::unsupported(format!(
+                "{table}: {} is encrypted (key_metadata); Cryo does not rewrite encrypted files",
+                entry.file.file_path()
+            )));
+        }
         match kind {
             None => {
                 if format != DataFileFormat::Parquet {
@@ -748,6 +761,7 @@ fn build_group(
             records: data[i].file.record_count(),
             spec_id: data[i].spec_id,
             data_sequence_number: data[i].seq,
+            first_row_id: data[i].first_row_id,
             deletes: applicable[i].iter().map(|d| used[d]).collect(),
         })
         .collect();

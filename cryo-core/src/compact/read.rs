@@ -34,6 +34,7 @@ use parquet::file::metadata::ParquetMetaDataReader;
 use tokio::sync::mpsc;
 
 use super::deletes::{EqualitySet, GroupDeletes};
+use super::lineage::{self, FileLineage};
 use super::plan::{DeleteKind, FileGroup, GroupDataFile};
 use crate::catalog::LoadedTable;
 use crate::error::{Error, Result};
@@ -82,6 +83,8 @@ pub(crate) struct DataReader {
     string_views: bool,
     name_mapping: Option<Arc<NameMapping>>,
     file_io: iceberg::io::FileIO,
+    /// Format v3: data files' rows carry their lineage columns (see [`lineage`]).
+    lineage: bool,
 }
 
 impl DataReader {
@@ -111,6 +114,7 @@ impl DataReader {
         Ok(Self {
             arrow_schema,
             string_views: false,
+            lineage: lineage::tracked(&table.metadata),
             file_io: table.file_io.clone(),
             reader: ArrowReaderBuilder::new(table.file_io.clone(), runtime)
                 .with_data_file_concurrency_limit(1)
@@ -162,12 +166,39 @@ impl DataReader {
         size: u64,
         ids: &[i32],
     ) -> Result<BoxStream<'static, Result<RecordBatch>>> {
+        self.read(path, size, ids, false).await
+    }
+
+    /// The rows of one data file, as [`stream`](Self::stream) reads them, followed on v3 by
+    /// the lineage columns as the file stores them (`null` where it stores none; see
+    /// [`lineage::FileLineage::fill`]).
+    pub(crate) async fn rows(
+        &self,
+        path: &str,
+        size: u64,
+        ids: &[i32],
+    ) -> Result<BoxStream<'static, Result<RecordBatch>>> {
+        self.read(path, size, ids, self.lineage).await
+    }
+
+    async fn read(
+        &self,
+        path: &str,
+        size: u64,
+        ids: &[i32],
+        lineage: bool,
+    ) -> Result<BoxStream<'static, Result<RecordBatch>>> {
         if size <= WHOLE_FILE_BYTES
-            && let Some(direct) = self.direct(path, ids).await?
+            && let Some(direct) = self.direct(path, ids, lineage).await?
         {
             return Ok(direct);
         }
-        self.upstream(path, size, ids)
+        let rows = self.upstream(path, size, ids)?;
+        if !lineage {
+            return Ok(rows);
+        }
+        let stored = stored_lineage(&self.file_io, path, size).await?;
+        Ok(lineage_beside(rows, stored, path))
     }
 
     /// The direct read: `None` when the file needs upstream's reader (no field ids, other
@@ -176,6 +207,7 @@ impl DataReader {
         &self,
         path: &str,
         ids: &[i32],
+        lineage: bool,
     ) -> Result<Option<BoxStream<'static, Result<RecordBatch>>>> {
         let Some(target) = self.projected_schema(ids) else {
             return Ok(None);
@@ -205,7 +237,7 @@ impl DataReader {
             };
             meta = viewed;
         }
-        let Some(plan) = DirectPlan::new(meta.schema(), &target) else {
+        let Some(plan) = DirectPlan::new(meta.schema(), &target, lineage) else {
             return Ok(None);
         };
         let mask = ProjectionMask::roots(
@@ -287,6 +319,145 @@ impl DataReader {
             .map(|f| f.id)
             .collect()
     }
+}
+
+/// The lineage columns a Parquet file stores, by byte ranges: `None` when it stores neither.
+async fn stored_lineage(
+    file_io: &iceberg::io::FileIO,
+    path: &str,
+    size: u64,
+) -> Result<Option<StoredLineage>> {
+    use parquet::arrow::ParquetRecordBatchStreamBuilder;
+    let read = file_io
+        .new_input(path)
+        .map_err(|e| storage_err(path, "read Parquet", e))?
+        .reader()
+        .await
+        .map_err(|e| storage_err(path, "read Parquet", e))?;
+    let file = iceberg::arrow::ArrowFileReader::new(iceberg::io::FileMetadata { size }, read);
+    let builder = ParquetRecordBatchStreamBuilder::new(file)
+        .await
+        .map_err(|e| parquet_err(path, "read", &e))?;
+    let stored = lineage::stored_roots(builder.schema());
+    if stored.iter().all(Option::is_none) {
+        return Ok(None);
+    }
+    if let Some(&r) = stored
+        .iter()
+        .flatten()
+        .find(|&&r| builder.schema().field(r).data_type() != &DataType::Int64)
+    {
+        return Err(parquet_err(
+            path,
+            "read",
+            &format!(
+                "row-lineage column `{}` is not a long column",
+                builder.schema().field(r).name()
+            ),
+        ));
+    }
+    let mut roots: Vec<usize> = stored.iter().flatten().copied().collect();
+    roots.sort_unstable();
+    let at = |r: Option<usize>| r.and_then(|r| roots.binary_search(&r).ok());
+    let positions = [at(stored[0]), at(stored[1])];
+    let mask = ProjectionMask::roots(builder.parquet_schema(), roots.iter().copied());
+    let owned = path.to_string();
+    let stream = builder
+        .with_projection(mask)
+        .with_batch_size(READ_BATCH_ROWS)
+        .build()
+        .map_err(|e| parquet_err(path, "read", &e))?
+        .map(move |b| {
+            let b = b.map_err(|e| parquet_err(&owned, "read", &e))?;
+            Ok(positions.map(|p| p.map(|i| Arc::clone(b.column(i)))))
+        });
+    Ok(Some(StoredLineage {
+        stream: Box::pin(stream),
+        pending: None,
+    }))
+}
+
+/// The lineage columns a file stores, handed out in runs as long as the batches of its other
+/// columns (the two readers batch independently).
+struct StoredLineage {
+    stream: BoxStream<'static, Result<[Option<ArrayRef>; 2]>>,
+    /// A batch not fully handed out, and how many of its rows were.
+    pending: Option<([Option<ArrayRef>; 2], usize)>,
+}
+
+impl StoredLineage {
+    /// The next `n` rows of both columns.
+    async fn take(&mut self, n: usize, path: &str) -> Result<[Option<ArrayRef>; 2]> {
+        let mut parts: Vec<[Option<ArrayRef>; 2]> = Vec::new();
+        let mut need = n;
+        while need > 0 {
+            let len =
+                |p: &[Option<ArrayRef>; 2]| p.iter().flatten().map(Array::len).max().unwrap_or(0);
+            if self
+                .pending
+                .as_ref()
+                .is_none_or(|(p, used)| *used >= len(p))
+            {
+                let next = self.stream.next().await.transpose()?.ok_or_else(|| {
+                    parquet_err(
+                        path,
+                        "read",
+                        &"the row-lineage columns have fewer rows than the file",
+                    )
+                })?;
+                self.pending = Some((next, 0));
+                continue;
+            }
+            let Some((p, used)) = self.pending.as_mut() else {
+                continue;
+            };
+            let take = need.min(len(p) - *used);
+            parts.push([0, 1].map(|i| p[i].as_ref().map(|a| a.slice(*used, take))));
+            *used += take;
+            need -= take;
+        }
+        if parts.len() == 1 {
+            return Ok(parts.pop().unwrap_or([None, None]));
+        }
+        let mut out: [Option<ArrayRef>; 2] = [None, None];
+        for (i, slot) in out.iter_mut().enumerate() {
+            let arrays: Vec<&dyn Array> = parts.iter().filter_map(|p| p[i].as_deref()).collect();
+            if !arrays.is_empty() {
+                *slot = Some(
+                    arrow_select::concat::concat(&arrays)
+                        .map_err(|e| parquet_err(path, "read", &e))?,
+                );
+            }
+        }
+        Ok(out)
+    }
+}
+
+/// `rows` (a file's other columns) with its lineage columns appended: as `stored` holds them,
+/// or nulls.
+fn lineage_beside(
+    rows: BoxStream<'static, Result<RecordBatch>>,
+    stored: Option<StoredLineage>,
+    path: &str,
+) -> BoxStream<'static, Result<RecordBatch>> {
+    let path = path.to_string();
+    Box::pin(futures::stream::unfold(
+        (rows, stored, path),
+        |(mut rows, mut stored, path)| async move {
+            let batch = match rows.next().await? {
+                Ok(b) => b,
+                Err(e) => return Some((Err(e), (rows, stored, path))),
+            };
+            let columns = match stored.as_mut() {
+                None => Ok([None, None]),
+                Some(s) => s.take(batch.num_rows(), &path).await,
+            };
+            let out = columns.and_then(|c| {
+                lineage::append(&batch, c).map_err(|e| parquet_err(&path, "read", &e))
+            });
+            Some((out, (rows, stored, path)))
+        },
+    ))
 }
 
 /// The decoder of a whole file in memory: zstd and uncompressed files are paged by
@@ -381,10 +552,14 @@ struct DirectPlan {
     roots: Vec<usize>,
     target: ArrowSchemaRef,
     columns: Vec<(usize, bool)>,
+    /// With lineage: the position of each stored lineage column among the decoded ones.
+    lineage: Option<[Option<usize>; 2]>,
 }
 
 impl DirectPlan {
-    fn new(file: &ArrowSchemaRef, target: &ArrowSchemaRef) -> Option<Self> {
+    /// `lineage`: also decode the lineage columns the file stores (long columns, else the
+    /// file is left to the upstream path, whose lineage reader reports it).
+    fn new(file: &ArrowSchemaRef, target: &ArrowSchemaRef, lineage: bool) -> Option<Self> {
         let mut found = Vec::with_capacity(target.fields().len());
         for t in target.fields() {
             let id = field_id(t)?;
@@ -406,19 +581,39 @@ impl DirectPlan {
             };
             found.push((root, retype));
         }
+        let stored = if lineage {
+            let stored = lineage::stored_roots(file);
+            if stored
+                .iter()
+                .flatten()
+                .any(|&r| file.field(r).data_type() != &DataType::Int64)
+            {
+                return None;
+            }
+            stored
+        } else {
+            [None, None]
+        };
         let mut roots: Vec<usize> = found.iter().map(|(r, _)| *r).collect();
+        roots.extend(stored.iter().flatten());
         roots.sort_unstable();
         roots.dedup();
-        if roots.len() != found.len() {
+        if roots.len() != found.len() + stored.iter().flatten().count() {
             return None;
         }
         let columns = found
             .iter()
             .map(|(r, retype)| (roots.binary_search(r).unwrap_or(0), *retype))
             .collect();
+        let at = |r: Option<usize>| r.and_then(|r| roots.binary_search(&r).ok());
         Some(Self {
+            target: if lineage {
+                Arc::new(lineage::with_fields(target))
+            } else {
+                Arc::clone(target)
+            },
+            lineage: lineage.then(|| [at(stored[0]), at(stored[1])]),
             roots,
-            target: Arc::clone(target),
             columns,
         })
     }
@@ -447,6 +642,15 @@ impl DirectPlan {
                 }
             })
             .collect::<std::result::Result<Vec<ArrayRef>, arrow_schema::ArrowError>>()?;
+        let mut columns = columns;
+        if let Some(stored) = self.lineage {
+            for s in stored {
+                columns.push(match s {
+                    Some(i) => Arc::clone(batch.column(i)),
+                    None => arrow_array::new_null_array(&DataType::Int64, batch.num_rows()),
+                });
+            }
+        }
         RecordBatch::try_new(Arc::clone(&self.target), columns)
     }
 }
@@ -493,6 +697,26 @@ struct FileJob {
     positions_from_vector: bool,
     equality: Vec<Arc<EqualitySet>>,
     table: String,
+}
+
+impl FileJob {
+    async fn rows(&self) -> Result<BoxStream<'static, Result<RecordBatch>>> {
+        let f = &self.file;
+        self.reader.rows(&f.path, f.size_bytes, &self.ids).await
+    }
+
+    /// v3: what the file's rows derive their lineage from where they store none (filled in
+    /// before any row is dropped, so each surviving row keeps its own).
+    fn lineage(&self) -> Option<FileLineage> {
+        self.reader.lineage.then_some(FileLineage {
+            first_row_id: self.file.first_row_id,
+            data_sequence_number: self.file.data_sequence_number,
+        })
+    }
+
+    fn bad(&self, e: &Error) -> Error {
+        Error::metadata(&self.table, &self.file.path, e.to_string())
+    }
 }
 
 /// Start reading every data file of `group`; batches (deletes applied) arrive on the returned
@@ -559,10 +783,8 @@ pub(crate) fn spawn_group_reader(
 /// Read one file, apply its deletes, send what survives.
 async fn read_file(job: FileJob, tx: mpsc::Sender<Result<RecordBatch>>) -> Result<ReadCounts> {
     let path = job.file.path.clone();
-    let mut stream = job
-        .reader
-        .stream(&path, job.file.size_bytes, &job.ids)
-        .await?;
+    let mut stream = job.rows().await?;
+    let lineage = job.lineage();
     let mut counts = ReadCounts {
         files: 1,
         bytes_read: job.file.size_bytes,
@@ -578,6 +800,10 @@ async fn read_file(job: FileJob, tx: mpsc::Sender<Result<RecordBatch>>) -> Resul
         if n == 0 {
             continue;
         }
+        let batch = match &lineage {
+            Some(l) => l.fill(&batch, offset).map_err(|e| job.bad(&e))?,
+            None => batch,
+        };
         let end = offset + n as u64;
         if positions.is_empty() && job.equality.is_empty() {
             counts.rows_read += n as u64;
@@ -780,6 +1006,122 @@ mod tests {
         assert_eq!(got, values);
     }
 
+    #[tokio::test]
+    #[allow(clippy::too_many_lines)] // Reason: one file written, read and checked in one place.
+    async fn stored_lineage_lines_up_with_rows_batched_differently() {
+        use parquet::arrow::ArrowWriter;
+        use parquet::file::properties::WriterProperties;
+        // A file an earlier rewrite wrote: ids 0..100, row ids stored for most rows (null for
+        // every 9th), no sequence numbers; row groups of 7 rows, so the two readers' batches
+        // never line up.
+        let schema = Arc::new(ArrowSchema::new(vec![
+            field("id", 1, DataType::Int64, false),
+            field("_row_id", lineage::ROW_ID, DataType::Int64, true),
+        ]));
+        let row_ids: Vec<Option<i64>> =
+            (0..100).map(|i| (i % 9 != 4).then_some(5000 + i)).collect();
+        let batch = RecordBatch::try_new(
+            Arc::clone(&schema),
+            vec![
+                Arc::new(Int64Array::from_iter_values(0..100)),
+                Arc::new(Int64Array::from(row_ids.clone())),
+            ],
+        )
+        .expect("batch");
+        let dir = tempfile::tempdir().expect("dir");
+        let path = dir.path().join("f.parquet");
+        let props = WriterProperties::builder()
+            .set_max_row_group_row_count(Some(7))
+            .build();
+        let mut w = ArrowWriter::try_new(
+            std::fs::File::create(&path).expect("file"),
+            Arc::clone(&schema),
+            Some(props),
+        )
+        .expect("writer");
+        w.write(&batch).expect("write");
+        w.close().expect("close");
+        let size = std::fs::metadata(&path).expect("size").len();
+        let location = format!("file://{}", path.display());
+        let io = iceberg::io::FileIO::new_with_fs();
+        let stored = stored_lineage(&io, &location, size)
+            .await
+            .expect("read")
+            .expect("the file stores row ids");
+        // The other columns, in batches of 5, 11, 3, 50 and 31 rows.
+        let ids = RecordBatch::try_new(
+            Arc::new(ArrowSchema::new(vec![field(
+                "id",
+                1,
+                DataType::Int64,
+                false,
+            )])),
+            vec![Arc::new(Int64Array::from_iter_values(0..100))],
+        )
+        .expect("ids");
+        let mut at = 0;
+        let parts: Vec<Result<RecordBatch>> = [5, 11, 3, 50, 31]
+            .into_iter()
+            .map(|n| {
+                let b = ids.slice(at, n);
+                at += n;
+                Ok(b)
+            })
+            .collect();
+        let out: Vec<RecordBatch> = lineage_beside(
+            Box::pin(futures::stream::iter(parts)),
+            Some(stored),
+            &location,
+        )
+        .try_collect()
+        .await
+        .expect("rows with lineage");
+        let filler = FileLineage {
+            first_row_id: Some(100),
+            data_sequence_number: 4,
+        };
+        let mut got_ids = Vec::new();
+        let mut got_seqs = Vec::new();
+        let mut offset = 0u64;
+        for b in &out {
+            assert_eq!(b.num_columns(), 3);
+            let b = filler.fill(b, offset).expect("fill");
+            offset += b.num_rows() as u64;
+            let col = |i: usize| {
+                b.column(i)
+                    .as_any()
+                    .downcast_ref::<Int64Array>()
+                    .expect("longs")
+                    .iter()
+                    .collect::<Vec<_>>()
+            };
+            got_ids.extend(col(1));
+            got_seqs.extend(col(2));
+        }
+        let want: Vec<Option<i64>> = row_ids
+            .iter()
+            .enumerate()
+            .map(|(i, v)| Some(v.unwrap_or(100 + i as i64)))
+            .collect();
+        assert_eq!(got_ids, want);
+        assert_eq!(got_seqs, vec![Some(4); 100]);
+        // A file that stores none: nothing to read beside it.
+        let plain = dir.path().join("plain.parquet");
+        let mut w = ArrowWriter::try_new(
+            std::fs::File::create(&plain).expect("file"),
+            ids.schema(),
+            None,
+        )
+        .expect("writer");
+        w.write(&ids).expect("write");
+        w.close().expect("close");
+        let size = std::fs::metadata(&plain).expect("size").len();
+        let none = stored_lineage(&io, &format!("file://{}", plain.display()), size)
+            .await
+            .expect("read");
+        assert!(none.is_none());
+    }
+
     #[test]
     fn direct_plan_reorders_by_field_id_and_respells_utc() {
         let file = Arc::new(ArrowSchema::new(vec![
@@ -793,7 +1135,7 @@ mod tests {
             field("t", 3, ts("+00:00"), true),
             field("s", 2, DataType::Utf8, true),
         ]));
-        let plan = DirectPlan::new(&file, &target).expect("same columns");
+        let plan = DirectPlan::new(&file, &target, false).expect("same columns");
         assert_eq!(plan.roots, vec![0, 2, 3]);
         // What the decoder yields for roots 0, 2, 3: s, t, id.
         let decoded = RecordBatch::try_new(
@@ -854,7 +1196,7 @@ mod tests {
             Field::new("n", DataType::Int64, true),
         ]));
         for file in [promoted, missing, no_ids] {
-            assert!(DirectPlan::new(&file, &target).is_none(), "{file:?}");
+            assert!(DirectPlan::new(&file, &target, false).is_none(), "{file:?}");
         }
         assert!(!same_instant_type(&ts("UTC"), &ts("Europe/Paris")));
         assert!(!same_instant_type(

@@ -125,6 +125,12 @@ pub async fn rewrite_group(
         schema_to_arrow_schema(schema)
             .map_err(|e| Error::Internal(format!("{}: Arrow schema: {e}", table.id)))?,
     );
+    // v3: rows carry their lineage columns after the table's (see `lineage`).
+    let arrow_schema = if super::lineage::tracked(md) {
+        std::sync::Arc::new(super::lineage::with_fields(&arrow_schema))
+    } else {
+        arrow_schema
+    };
     let ordering = Ordering::resolve(table, &plan.strategy, &arrow_schema)?;
     if ordering.is_some() && !cfg!(feature = "datafusion") {
         return Err(Error::unsupported(

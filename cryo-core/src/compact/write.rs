@@ -338,14 +338,16 @@ impl GroupWriter {
         same_spec: bool,
     ) -> Result<Self> {
         let md = table.metadata.as_ref();
-        let schema = Arc::clone(md.current_schema());
+        // v3: the files carry every row's lineage columns (see `lineage`); partition values
+        // come from the table's own columns.
+        let schema = super::lineage::write_schema(&table.id.to_string(), md)?;
         let spec = Arc::clone(md.default_partition_spec());
         let splitter = if spec.is_unpartitioned() {
             None
         } else {
             Some(
                 RecordBatchPartitionSplitter::try_new_with_computed_values(
-                    Arc::clone(&schema),
+                    Arc::clone(md.current_schema()),
                     Arc::clone(&spec),
                 )
                 .map_err(|e| Error::Internal(format!("{}: partition splitter: {e}", table.id)))?,

@@ -8,6 +8,7 @@ mod commit_rest;
 mod common;
 mod compact;
 mod compact_bench;
+mod compact_lineage;
 mod compact_run;
 mod demo_lake;
 mod expire;
