@@ -73,7 +73,9 @@ out=$(cargo run -q --example quickstart -- target/quickstart-demo)
 grep -qF "lake.clickstream: grade F" <<<"$out" || { echo "second quickstart run did not start from the decayed lake"; exit 1; }
 
 step "python package (cryo-py: debug build installed into the peers venv)"
-VIRTUAL_ENV=$PEERS_VENV "$PEERS_PYTHON" -m maturin develop -q -m cryo-py/Cargo.toml
+# With cryo-core's datafusion feature: the package's sorted and z-ordered compactions run for real in
+# tests/py/test_lineage_spark41.py (without it they refuse, `unsupported`).
+VIRTUAL_ENV=$PEERS_VENV "$PEERS_PYTHON" -m maturin develop -q -m cryo-py/Cargo.toml --features cryo-core/datafusion
 
 step "pytest (cross-implementation, and the Python package)"
 "$PEERS_PYTHON" -m pytest -q tests/py

@@ -13,20 +13,31 @@ pub fn repo_root() -> PathBuf {
 /// The fixture manifest written by `make_fixtures.py`, or `None` when the fixtures were not
 /// generated. With `CRYO_REQUIRE_PEERS=1` (set by `.ci/run`) missing fixtures fail the test.
 pub fn fixtures() -> Option<Value> {
+    fixture_manifest("manifest.json", "make_fixtures.py")
+}
+
+/// The manifest of the tables Spark 4.1 + Iceberg 1.12 wrote (`make_fixtures_spark4.py`, catalog
+/// `fixtures_spark41`: format v3 with deletion vectors and row lineage, v2, equality deletes), or
+/// `None` as [`fixtures`].
+pub fn fixtures_spark41() -> Option<Value> {
+    fixture_manifest("manifest-spark41.json", "make_fixtures_spark4.py")
+}
+
+fn fixture_manifest(name: &str, generator: &str) -> Option<Value> {
     let dir = std::env::var("CRYO_FIXTURES")
         .map_or_else(|_| repo_root().join("target/cryo-fixtures"), PathBuf::from);
-    let path = dir.join("manifest.json");
+    let path = dir.join(name);
     match std::fs::read(&path) {
         Ok(bytes) => Some(serde_json::from_slice(&bytes).expect("fixture manifest is JSON")),
         Err(e) if std::env::var("CRYO_REQUIRE_PEERS").as_deref() == Ok("1") => {
             panic!(
-                "fixtures missing at {}: {e} (run tests/fixtures/make_fixtures.py)",
+                "fixtures missing at {}: {e} (run tests/fixtures/{generator})",
                 path.display()
             )
         }
         Err(_) => {
             eprintln!(
-                "skipping: no fixtures at {} (run tests/fixtures/make_fixtures.py)",
+                "skipping: no fixtures at {} (run tests/fixtures/{generator})",
                 path.display()
             );
             None

@@ -2,25 +2,61 @@
 
 use cryo_core::clock::SystemClock;
 use cryo_core::io::PathKind;
-use cryo_core::scan::{FleetScanOptions, ScanOptions, scan_fleet, scan_table};
+use cryo_core::scan::{FleetScan, FleetScanOptions, ScanOptions, scan_fleet, scan_table};
 use cryo_core::{Catalog, TableId};
 
-use crate::common::{fixture_catalog, fixtures};
+use crate::common::{fixture_catalog, fixtures, fixtures_spark41};
 
 #[tokio::test]
 async fn fleet_scan_matches_what_the_writers_report() {
     let Some(m) = fixtures() else { return };
-    let catalog = Catalog::connect(fixture_catalog(&m, "fixtures"))
-        .await
-        .unwrap();
-    let fleet = scan_fleet(&catalog, &FleetScanOptions::default(), &SystemClock)
+    assert_fleet_scan_matches(&m, "fixtures").await;
+}
+
+/// The tables Spark 4.1 + Iceberg 1.12 wrote: v3 with deletion vectors and row lineage, v2 with
+/// position deletes, equality deletes on both.
+#[tokio::test]
+async fn fleet_scan_matches_spark41_and_iceberg_1_12() {
+    let Some(m) = fixtures_spark41() else { return };
+    let fleet = assert_fleet_scan_matches(&m, "fixtures_spark41").await;
+    let by = |name: &str| {
+        fleet
+            .tables
+            .iter()
+            .find(|s| s.table.to_string() == name)
+            .unwrap_or_else(|| panic!("{name} not scanned"))
+    };
+    let (v3, v2) = (by("spark41.events_v3"), by("spark41.events_v2"));
+    assert_eq!((v3.format_version, v2.format_version), (3, 2));
+    // The same deletes: as deletion vectors on v3, as position-delete files on v2.
+    assert!(v3.delete_files.deletion_vectors.files > 0);
+    assert_eq!(v3.delete_files.position.files, 0);
+    assert_eq!(v2.delete_files.deletion_vectors.files, 0);
+    assert_eq!(
+        v2.delete_files.position.files,
+        v3.delete_files.deletion_vectors.files
+    );
+    assert_eq!(
+        v2.delete_files.position.records,
+        v3.delete_files.deletion_vectors.records
+    );
+    assert_eq!(v3.data_files.records, v2.data_files.records);
+}
+
+/// Scans the fixture catalog `catalog` and checks every table of `m` in it against what its writer
+/// recorded.
+async fn assert_fleet_scan_matches(m: &serde_json::Value, catalog: &str) -> FleetScan {
+    let catalog_handle = Catalog::connect(fixture_catalog(m, catalog)).await.unwrap();
+    let fleet = scan_fleet(&catalog_handle, &FleetScanOptions::default(), &SystemClock)
         .await
         .unwrap();
     assert!(fleet.errors.is_empty(), "{:?}", fleet.errors);
+    let mut seen = 0;
     for (key, t) in m["tables"].as_object().unwrap() {
-        if t["catalog"] != "fixtures" {
+        if t["catalog"] != catalog {
             continue;
         }
+        seen += 1;
         let id = TableId::parse(t["identifier"].as_str().unwrap()).unwrap();
         let scan = fleet
             .tables
@@ -70,6 +106,8 @@ async fn fleet_scan_matches_what_the_writers_report() {
             "{key}: partitions add up"
         );
     }
+    assert!(seen > 0, "no table of catalog {catalog} in the manifest");
+    fleet
 }
 
 #[tokio::test]

@@ -9,7 +9,7 @@ use cryo_core::plan::{PlanOptions, plan_fleet};
 use cryo_core::scan::{FleetScanOptions, scan_fleet};
 use cryo_core::{Catalog, report};
 
-use crate::common::{fixture_catalog, fixtures};
+use crate::common::{fixture_catalog, fixtures, fixtures_spark41};
 
 #[tokio::test]
 async fn fixture_fleet_grades_and_plans() {
@@ -75,5 +75,75 @@ async fn fixture_fleet_grades_and_plans() {
     assert!(steps("pyiceberg.events").contains(&Operation::RewriteDataFiles));
     assert!(steps("spark.upserts_eq").contains(&Operation::ConvertEqualityDeletes));
     assert!(steps("pyiceberg.healthy").is_empty());
+    plan.verify().unwrap();
+}
+
+/// The same stages on the tables Spark 4.1 + Iceberg 1.12 wrote (format v3 with deletion vectors
+/// and row lineage, and v2): each delete kind gets the finding and the step that removes it.
+#[tokio::test]
+async fn spark41_fleet_grades_and_plans() {
+    let Some(m) = fixtures_spark41() else { return };
+    let catalog = Catalog::connect(fixture_catalog(&m, "fixtures_spark41"))
+        .await
+        .unwrap();
+    let fleet = scan_fleet(&catalog, &FleetScanOptions::default(), &SystemClock)
+        .await
+        .unwrap();
+    assert!(fleet.errors.is_empty(), "{:?}", fleet.errors);
+    let now = fleet.scanned_at_ms;
+    let reports: Vec<_> = fleet
+        .tables
+        .iter()
+        .map(|s| grade(s, &GradeOptions::default(), now).unwrap())
+        .collect();
+    let by = |name: &str| {
+        reports
+            .iter()
+            .find(|r| r.table.to_string() == name)
+            .unwrap_or_else(|| panic!("{name} not graded"))
+    };
+    for name in ["spark41.events_v3", "spark41.events_v2"] {
+        let r = by(name);
+        assert!(r.has("position_delete_files"), "{name}: {:?}", r.findings);
+        assert!(r.has("small_file_share"), "{name}: {:?}", r.findings);
+        assert!(r.grade > Grade::A, "{name}: {:?}", r.grade);
+    }
+    // Deletion vectors and position-delete files weigh the same: one grade for the same decay.
+    assert_eq!(by("spark41.events_v3").grade, by("spark41.events_v2").grade);
+    for name in ["spark41.upserts_eq_v3", "spark41.upserts_eq_v2"] {
+        assert!(by(name).has("equality_delete_files"), "{name}");
+    }
+
+    let pairs: Vec<_> = fleet
+        .tables
+        .iter()
+        .cloned()
+        .zip(reports.iter().cloned())
+        .collect();
+    let plan = plan_fleet(
+        "fixtures_spark41",
+        &pairs,
+        &PlanOptions::default(),
+        &BTreeMap::new(),
+        now,
+    )
+    .unwrap();
+    eprintln!("{}", report::plan_text(&plan));
+    let steps = |name: &str| -> Vec<Operation> {
+        plan.tables
+            .iter()
+            .find(|t| t.table.to_string() == name)
+            .map(|t| t.steps.iter().map(|s| s.operation).collect())
+            .unwrap_or_default()
+    };
+    for name in ["spark41.events_v3", "spark41.events_v2"] {
+        assert!(steps(name).contains(&Operation::RewriteDataFiles), "{name}");
+    }
+    for name in ["spark41.upserts_eq_v3", "spark41.upserts_eq_v2"] {
+        assert!(
+            steps(name).contains(&Operation::ConvertEqualityDeletes),
+            "{name}"
+        );
+    }
     plan.verify().unwrap();
 }
