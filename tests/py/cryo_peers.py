@@ -45,6 +45,8 @@ __all__ = [
     "spark_line",
     "spark_line_env",
     "spark_line_missing",
+    "spark_line_or_skip",
+    "spark_line_id",
     "SPARK_LINES",
     "add_spark_catalogs",
     "SPARK_PROCEDURES",
@@ -406,6 +408,24 @@ def spark_line_missing(line: str | None = None) -> str | None:
     if e["line"] != DEFAULT_SPARK_LINE and not (e["python"] and Path(e["python"]).exists()):
         return f"Spark {e['line']}: no python at {e['python']!r} (rerun scripts/peers.sh)"
     return None
+
+
+def spark_line_or_skip(line: str) -> str:
+    """``line`` when it runs here; else the test skips, or fails under ``CRYO_REQUIRE_PEERS=1``. The
+    cross-implementation modules run once per line: ``@pytest.fixture(scope="module",
+    params=SPARK_LINES, ids=spark_line_id)``, then ``SparkWorker(..., line=spark_line_or_skip(request.param))``."""
+    import pytest
+
+    missing = spark_line_missing(line)
+    if missing:
+        if os.environ.get("CRYO_REQUIRE_PEERS") == "1":
+            pytest.fail(f"{missing} (CRYO_REQUIRE_PEERS=1: every Spark line is required)")
+        pytest.skip(missing)
+    return line
+
+
+def spark_line_id(line: str) -> str:
+    return f"spark{line}"
 
 
 def read_duckdb(metadata_json_path: str, s3: dict[str, str] | None = None) -> pa.Table:

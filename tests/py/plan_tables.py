@@ -269,12 +269,44 @@ def default_value(ty: str, k: int) -> Any:
     raise ValueError(f"no default for {ty}")
 
 
-def _bucket(n: int, value: Any, ty: str) -> int:
-    from pyiceberg.transforms import BucketTransform
-    from pyiceberg.types import IntegerType, LongType, StringType
+def _murmur3_32(data: bytes) -> int:
+    """MurmurHash3 x86 32-bit, seed 0: the hash of Iceberg's bucket transform (spec, Appendix B)."""
+    c1, c2, m = 0xCC9E2D51, 0x1B873593, 0xFFFFFFFF
+    h = 0
+    tail = len(data) - len(data) % 4
+    for i in range(0, tail, 4):
+        k = int.from_bytes(data[i : i + 4], "little")
+        k = (k * c1) & m
+        k = ((k << 15) | (k >> 17)) & m
+        k = (k * c2) & m
+        h ^= k
+        h = ((h << 13) | (h >> 19)) & m
+        h = (h * 5 + 0xE6546B64) & m
+    k = int.from_bytes(data[tail:], "little") if tail < len(data) else 0
+    if tail < len(data):
+        k = (k * c1) & m
+        k = ((k << 15) | (k >> 17)) & m
+        k = (k * c2) & m
+        h ^= k
+    h ^= len(data)
+    h ^= h >> 16
+    h = (h * 0x85EBCA6B) & m
+    h ^= h >> 13
+    h = (h * 0xC2B2AE35) & m
+    h ^= h >> 16
+    return h - (1 << 32) if h & 0x80000000 else h
 
-    it = {"int": IntegerType(), "long": LongType(), "string": StringType()}[ty]
-    return BucketTransform(n).transform(it)(value)
+
+def _bucket(n: int, value: Any, ty: str) -> int:
+    """Iceberg's ``bucket[n]``: ints and longs hash as 8-byte little-endian longs, strings as UTF-8
+    (written out here: the Spark 4.1 venv has no PyIceberg)."""
+    if ty in ("int", "long"):
+        data = int(value).to_bytes(8, "little", signed=True)
+    elif ty == "string":
+        data = value.encode("utf-8")
+    else:
+        raise ValueError(f"bucket of {ty}")
+    return (_murmur3_32(data) & 0x7FFFFFFF) % n
 
 
 def _truncate(width: int, value: Any) -> Any:

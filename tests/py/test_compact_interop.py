@@ -117,10 +117,21 @@ def spark_build_orders(spark, ident: str, seed: int, batches: int = 5, rows: int
     return {"next_id": next_id}
 
 
+def _write_eq_delete(spark, jt, column: str, keys: list[str], name: str) -> None:
+    """One equality-delete file through Iceberg's Java writer: ``GenericAppenderFactory`` on Iceberg 1.10
+    (Spark 3.5), ``GenericFileWriterFactory`` on 1.12 (Spark 4.1), which dropped the former."""
+    if spark.version.startswith("3."):
+        import make_fixtures
+
+        make_fixtures._write_eq_delete(spark, jt, column, keys, name)
+    else:
+        import make_fixtures_spark4
+
+        make_fixtures_spark4.write_eq_delete(spark, jt, column, keys, name)
+
+
 def spark_build_upserts(spark, ident: str, batches: int = 5, rows: int = 40) -> dict:
     """An unpartitioned v2 table: ``batches`` appends of keys k-0000.., then an equality delete (keys % 13)."""
-    import make_fixtures
-
     ns = ident.rsplit(".", 1)[0]
     spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {ns}")
     spark.sql(f"CREATE TABLE {ident} (event_key STRING NOT NULL, value BIGINT, ts TIMESTAMP) USING iceberg TBLPROPERTIES ('format-version'='2')")
@@ -131,16 +142,14 @@ def spark_build_upserts(spark, ident: str, batches: int = 5, rows: int = 40) -> 
         data = [(f"k-{k:04d}", k * 10, base + dt.timedelta(minutes=k)) for k in keys]
         spark.createDataFrame(data, schema).coalesce(1).writeTo(ident).append()
     jt = spark._jvm.org.apache.iceberg.spark.Spark3Util.loadIcebergTable(spark._jsparkSession, ident)
-    make_fixtures._write_eq_delete(spark, jt, "event_key", [f"k-{k:04d}" for k in range(0, batches * rows, 13)], "eq-delete-before")
+    _write_eq_delete(spark, jt, "event_key", [f"k-{k:04d}" for k in range(0, batches * rows, 13)], "eq-delete-before")
     return {"keys": batches * rows}
 
 
 def spark_equality_delete(spark, ident: str, column: str, keys: list[str], name: str) -> dict:
     """Commit one equality-delete file (Iceberg's Java writer, a RowDelta) on a string column."""
-    import make_fixtures
-
     jt = spark._jvm.org.apache.iceberg.spark.Spark3Util.loadIcebergTable(spark._jsparkSession, ident)
-    make_fixtures._write_eq_delete(spark, jt, column, keys, name)
+    _write_eq_delete(spark, jt, column, keys, name)
     jt.refresh()
     return {"snapshot_id": jt.currentSnapshot().snapshotId(), "sequence_number": jt.currentSnapshot().sequenceNumber()}
 
@@ -415,9 +424,10 @@ class PausedCryo:
 # ================================================================================================
 
 
-@pytest.fixture(scope="module")
-def env(tmp_path_factory):
-    root = tmp_path_factory.mktemp("compact-interop")
+@pytest.fixture(scope="module", params=list(cryo_peers.SPARK_LINES), ids=cryo_peers.spark_line_id)
+def env(request, tmp_path_factory):
+    line = cryo_peers.spark_line_or_skip(request.param)
+    root = tmp_path_factory.mktemp(f"compact-interop-spark{line}")
     t_module = time.monotonic()
     with _timed("make_fixtures (fresh copy)"):
         subprocess.run(
@@ -433,7 +443,7 @@ def env(tmp_path_factory):
             subprocess.run(["cargo", "build", "-q", "-p", "cryo-core", "--example", "compact"], cwd=REPO, check=True, timeout=3600)
         cryo_bin = Path(os.environ.get("CARGO_TARGET_DIR") or REPO / "target") / "debug" / "examples" / "compact"
     with _timed("spark child start"):
-        spark = SparkWorker(root / "catalog.db", root / "warehouse", log=root / "spark-worker.log", app_name="cryo-test-compact-interop")
+        spark = SparkWorker(root / "catalog.db", root / "warehouse", log=root / "spark-worker.log", app_name="cryo-test-compact-interop", line=line)
     assert spark.start_info["catalog_connections_closed"] >= 1, "the JDBC catalog's leaked lock was not released"
     try:
         yield Env(root, manifest, cryo_bin, spark)

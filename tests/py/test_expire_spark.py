@@ -106,7 +106,8 @@ def _values(first: int, n: int, tag: str) -> str:
 class Lake:
     """The sqlite catalog, the warehouse and the Spark child."""
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, line: str) -> None:
+        self.line = line
         self.root = root
         self.db = root / "catalog.db"
         self.warehouse = root / "warehouse"
@@ -118,7 +119,9 @@ class Lake:
         self._n = 0
 
     def start_spark(self, name: str) -> SparkWorker:
-        self.spark = SparkWorker(self.db, self.warehouse, log=self.root / f"spark-{name}.log", app_name=f"cryo-test-expire-{name}")
+        self.spark = SparkWorker(
+            self.db, self.warehouse, log=self.root / f"spark-{name}.log", app_name=f"cryo-test-expire-{name}", line=self.line
+        )
         assert self.spark.start_info["catalog_connections_closed"] >= 1
         return self.spark
 
@@ -291,10 +294,11 @@ def build_history(lake: Lake) -> dict[str, int]:
 # ================================================================================================
 
 
-@pytest.fixture(scope="module")
-def lake(tmp_path_factory):
-    root = tmp_path_factory.mktemp("expire-spark")
-    lake = Lake(root)
+@pytest.fixture(scope="module", params=list(cryo_peers.SPARK_LINES), ids=cryo_peers.spark_line_id)
+def lake(request, tmp_path_factory):
+    line = cryo_peers.spark_line_or_skip(request.param)
+    root = tmp_path_factory.mktemp(f"expire-spark{line}")
+    lake = Lake(root, line)
     try:
         yield lake
     finally:

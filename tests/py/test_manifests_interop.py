@@ -194,9 +194,10 @@ def _kept(entries: list[dict]) -> dict[str, tuple]:
     return {e["file_path"]: (e["content"], e["snapshot_id"], e["sequence_number"], e["file_sequence_number"]) for e in entries}
 
 
-@pytest.fixture(scope="module")
-def env(tmp_path_factory):
-    root = tmp_path_factory.mktemp("manifests-interop")
+@pytest.fixture(scope="module", params=list(cryo_peers.SPARK_LINES), ids=cryo_peers.spark_line_id)
+def env(request, tmp_path_factory):
+    line = cryo_peers.spark_line_or_skip(request.param)
+    root = tmp_path_factory.mktemp(f"manifests-interop-spark{line}")
     t_module = time.monotonic()
     if os.environ.get("CRYO_EXAMPLES_DIR"):
         bins = Path(os.environ["CRYO_EXAMPLES_DIR"])
@@ -214,7 +215,7 @@ def env(tmp_path_factory):
     with _timed("pyiceberg table"):
         make_pyiceberg_table(cryo_peers.sql_catalog(db, warehouse))
     with _timed("spark child start"):
-        spark = SparkWorker(db, warehouse, log=root / "spark-worker.log", app_name="cryo-test-manifests-interop")
+        spark = SparkWorker(db, warehouse, log=root / "spark-worker.log", app_name="cryo-test-manifests-interop", line=line)
     assert spark.start_info["catalog_connections_closed"] >= 1, "the JDBC catalog's leaked lock was not released"
     try:
         with _timed("spark table"):

@@ -223,9 +223,10 @@ class Env:
         return {_local(o["path"]) for o in out["orphans"]}, out
 
 
-@pytest.fixture(scope="module")
-def env(tmp_path_factory):
-    root = tmp_path_factory.mktemp("orphans-spark")
+@pytest.fixture(scope="module", params=list(cryo_peers.SPARK_LINES), ids=cryo_peers.spark_line_id)
+def env(request, tmp_path_factory):
+    line = cryo_peers.spark_line_or_skip(request.param)
+    root = tmp_path_factory.mktemp(f"orphans-spark{line}")
     if os.environ.get("CRYO_ORPHANS_BIN"):
         cryo_bin = Path(os.environ["CRYO_ORPHANS_BIN"])
     else:
@@ -234,7 +235,7 @@ def env(tmp_path_factory):
     # PyIceberg creates the catalog tables before Spark's JdbcCatalog opens the file.
     cat = cryo_peers.sql_catalog(root / "catalog.db", root / "warehouse")
     cat.create_namespace_if_not_exists("db")
-    spark = SparkWorker(root / "catalog.db", root / "warehouse", log=root / "spark-worker.log", app_name="cryo-test-orphans")
+    spark = SparkWorker(root / "catalog.db", root / "warehouse", log=root / "spark-worker.log", app_name="cryo-test-orphans", line=line)
     try:
         yield Env(root, cryo_bin, spark)
     finally:
