@@ -10,7 +10,23 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
-step() { printf '\n== %s (%s)\n' "$1" "$(date +%H:%M:%S)"; }
+# Each step's start, and at the end (or on failure) how long each took.
+STEPS=()
+step() {
+  STEPS+=("$(date +%s) $1")
+  printf '\n== %s (%s)\n' "$1" "$(date +%H:%M:%S)"
+}
+durations() {
+  local rc=$? end i t0 t1 name
+  end=$(date +%s)
+  printf '\n== step durations (exit %s)\n' "$rc"
+  for i in "${!STEPS[@]}"; do
+    t0=${STEPS[$i]%% *} name=${STEPS[$i]#* }
+    t1=$end; [ $((i + 1)) -lt ${#STEPS[@]} ] && t1=${STEPS[$((i + 1))]%% *}
+    printf '%6ss  %s\n' $((t1 - t0)) "$name"
+  done
+  [ ${#STEPS[@]} -gt 0 ] && printf '%6ss  total\n' $((end - ${STEPS[0]%% *}))
+}
 
 if [ "${CRYO_TEST_FAST:-0}" = 1 ]; then
   step "cargo test (fast: no peers)"
@@ -25,7 +41,7 @@ bash scripts/peers.sh
 
 step "services"
 bash scripts/services.sh start
-trap 'bash "$ROOT/scripts/services.sh" stop >/dev/null 2>&1 || true' EXIT
+trap 'durations; bash "$ROOT/scripts/services.sh" stop >/dev/null 2>&1 || true' EXIT
 set -a
 # shellcheck disable=SC1091
 . "$CRYO_PEERS_DIR/run/services.env"
@@ -34,13 +50,22 @@ set +a
 step "fixtures (PyIceberg + Spark 3.5 + Spark 4.1)"
 FIXTURES=${CRYO_FIXTURES:-$ROOT/target/cryo-fixtures}
 rm -rf "$FIXTURES"
-"$PEERS_PYTHON" tests/fixtures/make_fixtures.py --out "$FIXTURES" --local --s3 --rest
+mkdir -p "$FIXTURES"
 # The second Spark line's tables (Spark 4.1 + Iceberg 1.12: format v3 row lineage), in their own catalog
-# file and manifest (manifest-spark41.json) beside the others.
+# file and manifest (manifest-spark41.json) beside the others: written side by side with the first's
+# (their files do not overlap), its log shown when it is done.
+spark4_fixtures=""
 if [ -n "${SPARK4_PYTHON:-}" ]; then
-  "$SPARK4_PYTHON" tests/fixtures/make_fixtures_spark4.py --out "$FIXTURES"
+  "$SPARK4_PYTHON" tests/fixtures/make_fixtures_spark4.py --out "$FIXTURES" >"$FIXTURES/spark41.log" 2>&1 &
+  spark4_fixtures=$!
 else
   echo "no Spark 4.1 line (SPARK4_PYTHON unset in peers.env): its fixtures are not built, its tests fail"
+fi
+"$PEERS_PYTHON" tests/fixtures/make_fixtures.py --out "$FIXTURES" --local --s3 --rest
+if [ -n "$spark4_fixtures" ]; then
+  rc=0; wait "$spark4_fixtures" || rc=$?
+  cat "$FIXTURES/spark41.log"
+  [ "$rc" = 0 ] || { echo "make_fixtures_spark4.py failed ($rc)"; exit "$rc"; }
 fi
 export CRYO_FIXTURES=$FIXTURES CRYO_REQUIRE_PEERS=1
 
@@ -77,12 +102,29 @@ step "python package (cryo-py: debug build installed into the peers venv)"
 # tests/py/test_lineage_spark41.py (without it they refuse, `unsupported`).
 VIRTUAL_ENV=$PEERS_VENV "$PEERS_PYTHON" -m maturin develop -q -m cryo-py/Cargo.toml --features cryo-core/datafusion
 
-step "pytest (cross-implementation, and the Python package)"
-"$PEERS_PYTHON" -m pytest -q tests/py
+# Two pytest runs side by side (each is mostly one core: a Spark JVM, a Python process, waits): the
+# second Spark line's tests (Spark 4.1 + Iceberg 1.12: its module, and the cross-implementation modules'
+# `spark4.1` half) in the background with their own temp root, everything else in front.
+step "pytest (cross-implementation, and the Python package; Spark 4.1's half beside it)"
+SPARK41_TESTS=(tests/py/test_compact_interop.py tests/py/test_expire_spark.py tests/py/test_manifests_interop.py
+  tests/py/test_orphans_spark.py tests/py/test_render_spark.py)
+mkdir -p target/pytest-spark41
+(
+  "$PEERS_PYTHON" -m pytest -q -p no:cacheprovider --basetemp=target/pytest-spark41/lineage tests/py/test_lineage_spark41.py &&
+    "$PEERS_PYTHON" -m pytest -q -p no:cacheprovider --basetemp=target/pytest-spark41/interop "${SPARK41_TESTS[@]}" -k spark4.1
+) >target/pytest-spark41/log 2>&1 &
+spark41_pytest=$!
+rc=0
+"$PEERS_PYTHON" -m pytest -q tests/py --ignore=tests/py/test_lineage_spark41.py -k "not spark4.1" || rc=$?
+rc41=0; wait "$spark41_pytest" || rc41=$?
+echo "-- the Spark 4.1 half (exit $rc41):"
+cat target/pytest-spark41/log
+[ "$rc" = 0 ] && [ "$rc41" = 0 ] || exit 1
 
 # Airflow and Dagster have their own venv (scripts/peers.sh): install the cryo wheel there and run
 # the orchestrator tests with its python (they skip, saying why, under the peers venv above).
-rm -rf target/cryo-wheel && "$PEERS_PYTHON" -m maturin build -q --profile dev -m cryo-py/Cargo.toml -o target/cryo-wheel
+# The same features as `maturin develop` above: Cargo reuses that build instead of compiling cryo-py again.
+rm -rf target/cryo-wheel && "$PEERS_PYTHON" -m maturin build -q --profile dev -m cryo-py/Cargo.toml --features cryo-core/datafusion -o target/cryo-wheel
 step "Airflow and Dagster ($ORCHESTRATORS_PYTHON)"
 "$ORCHESTRATORS_PYTHON" -m pip install -q --force-reinstall --no-deps target/cryo-wheel/*.whl
 "$ORCHESTRATORS_PYTHON" -m pytest -q tests/py/test_orchestrators.py
