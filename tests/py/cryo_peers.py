@@ -45,6 +45,8 @@ __all__ = [
     "spark_line",
     "spark_line_env",
     "spark_line_missing",
+    "local_path",
+    "assert_sqlite_unlocked",
     "spark_line_or_skip",
     "spark_line_id",
     "SPARK_LINES",
@@ -125,6 +127,25 @@ def _local_path(path_or_uri: str | os.PathLike[str]) -> str:
     elif s.startswith("file:"):
         s = s[len("file:") :]
     return s
+
+
+def local_path(path_or_uri: str | os.PathLike[str]) -> str:
+    """A ``file:`` URI or path as a normalized local path."""
+    return os.path.normpath(_local_path(path_or_uri))
+
+
+def assert_sqlite_unlocked(db: str | os.PathLike[str]) -> None:
+    """Nobody holds a lock on the sqlite catalog ``db`` (a leaked read lock would block every commit)."""
+    import sqlite3
+
+    con = sqlite3.connect(str(db), timeout=10, isolation_level=None)
+    try:
+        con.execute("BEGIN EXCLUSIVE")
+        con.execute("ROLLBACK")
+    except sqlite3.OperationalError as e:
+        raise AssertionError(f"the sqlite catalog {db} is locked by another process: {e}") from None
+    finally:
+        con.close()
 
 
 # --------------------------------------------------------------------------------------------

@@ -292,15 +292,7 @@ class Env:
         return out
 
     def assert_catalog_unlocked(self) -> None:
-        """Nobody holds a lock on the sqlite catalog (a leaked read lock would block every commit)."""
-        con = sqlite3.connect(str(self.db), timeout=10, isolation_level=None)
-        try:
-            con.execute("BEGIN EXCLUSIVE")
-            con.execute("ROLLBACK")
-        except sqlite3.OperationalError as e:
-            raise AssertionError(f"the sqlite catalog {self.db} is locked by another process: {e}") from None
-        finally:
-            con.close()
+        cryo_peers.assert_sqlite_unlocked(self.db)
 
     # ---- Cryo ---------------------------------------------------------------------------------------
     def cryo(self, ident: str, *args: str) -> dict:

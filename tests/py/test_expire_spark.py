@@ -174,14 +174,7 @@ class Lake:
         return self.root / f"tmp-{self._n}{suffix}"
 
     def assert_catalog_unlocked(self) -> None:
-        con = sqlite3.connect(str(self.db), timeout=10, isolation_level=None)
-        try:
-            con.execute("BEGIN EXCLUSIVE")
-            con.execute("ROLLBACK")
-        except sqlite3.OperationalError as e:
-            raise AssertionError(f"the sqlite catalog {self.db} is locked by another process: {e}") from None
-        finally:
-            con.close()
+        cryo_peers.assert_sqlite_unlocked(self.db)
 
     # ---- reads ----------------------------------------------------------------------------------
     def fingerprints(self, targets: dict[str, int]) -> dict[str, dict[str, str]]:

@@ -119,15 +119,6 @@ def spark_build(spark, out: str) -> dict:
 # ================================================================================================
 
 
-def _local(path_or_uri: str) -> str:
-    s = str(path_or_uri)
-    if s.startswith("file://"):
-        s = s[len("file://") :]
-    elif s.startswith("file:"):
-        s = s[len("file:") :]
-    return os.path.normpath(s)
-
-
 def _lit(v: Any, sql_type: str) -> str:
     """A Spark SQL literal (the session time zone is UTC)."""
     if v is None:
@@ -216,15 +207,7 @@ class Lake:
         return self.root / f"tmp-{self._n}{suffix}"
 
     def assert_catalog_unlocked(self) -> None:
-        """Nobody holds a lock on the sqlite catalog (a leaked read lock would block every commit)."""
-        con = sqlite3.connect(str(self.db), timeout=10, isolation_level=None)
-        try:
-            con.execute("BEGIN EXCLUSIVE")
-            con.execute("ROLLBACK")
-        except sqlite3.OperationalError as e:
-            raise AssertionError(f"the sqlite catalog {self.db} is locked by another process: {e}") from None
-        finally:
-            con.close()
+        cryo_peers.assert_sqlite_unlocked(self.db)
 
     # ---- metadata -----------------------------------------------------------------------------
     def metadata_location(self, ident: str) -> str:
@@ -240,7 +223,7 @@ class Lake:
         return loc
 
     def metadata(self, ident: str) -> dict:
-        return json.loads(Path(_local(self.metadata_location(ident))).read_text())
+        return json.loads(Path(cryo_peers.local_path(self.metadata_location(ident))).read_text())
 
     def current_sequence_number(self, ident: str) -> int:
         md = self.metadata(ident)
@@ -269,12 +252,8 @@ class Lake:
             cat.engine.dispose()
 
     def files(self, ident: str) -> list[dict]:
-        cols = "content, file_path, record_count, first_row_id" if self._v3(ident) else "content, file_path, record_count"
+        cols = "content, file_path, record_count, first_row_id" if _v3(ident) else "content, file_path, record_count"
         return self.spark.sql(f"SELECT {cols} FROM {CATALOG}.{ident}.files")
-
-    @staticmethod
-    def _v3(ident: str) -> bool:
-        return _v3(ident)
 
     def state(self, ident: str) -> dict:
         """What every peer sees of the table now."""

@@ -141,14 +141,7 @@ class Env:
             }
 
     def assert_catalog_unlocked(self) -> None:
-        con = sqlite3.connect(str(self.db), timeout=10, isolation_level=None)
-        try:
-            con.execute("BEGIN EXCLUSIVE")
-            con.execute("ROLLBACK")
-        except sqlite3.OperationalError as e:
-            raise AssertionError(f"the sqlite catalog {self.db} is locked by another process: {e}") from None
-        finally:
-            con.close()
+        cryo_peers.assert_sqlite_unlocked(self.db)
 
     def cryo(self, example: str, ident: str, *args: str) -> dict:
         self.assert_catalog_unlocked()

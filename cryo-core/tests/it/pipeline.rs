@@ -3,39 +3,29 @@
 use std::collections::BTreeMap;
 
 use cryo_core::clock::SystemClock;
-use cryo_core::grade::{Grade, GradeOptions, grade};
+use cryo_core::grade::{Grade, GradeOptions, HealthReport, grade};
 use cryo_core::ops::Operation;
-use cryo_core::plan::{PlanOptions, plan_fleet};
+use cryo_core::plan::{MaintenancePlan, PlanOptions, plan_fleet};
 use cryo_core::scan::{FleetScanOptions, scan_fleet};
 use cryo_core::{Catalog, report};
+
+use serde_json::Value;
 
 use crate::common::{fixture_catalog, fixtures, fixtures_spark41};
 
 #[tokio::test]
 async fn fixture_fleet_grades_and_plans() {
     let Some(m) = fixtures() else { return };
-    let catalog = Catalog::connect(fixture_catalog(&m, "fixtures"))
-        .await
-        .unwrap();
-    let fleet = scan_fleet(&catalog, &FleetScanOptions::default(), &SystemClock)
-        .await
-        .unwrap();
-    let now = fleet.scanned_at_ms;
-    let reports: Vec<_> = fleet
-        .tables
-        .iter()
-        .map(|s| grade(s, &GradeOptions::default(), now).unwrap())
-        .collect();
+    let (reports, plan) = scan_grade_plan(&m, "fixtures").await;
+    for r in &reports {
+        eprintln!("{}", report::health_report(r));
+    }
     let by = |name: &str| {
         reports
             .iter()
             .find(|r| r.table.to_string() == name)
             .unwrap()
     };
-    eprintln!("{}", report::fleet_table(&fleet.tables, &reports));
-    for r in &reports {
-        eprintln!("{}", report::health_report(r));
-    }
 
     assert_eq!(
         by("pyiceberg.healthy").grade,
@@ -50,21 +40,6 @@ async fn fixture_fleet_grades_and_plans() {
     assert!(by("spark.upserts_eq").has("equality_delete_files"));
     assert!(by("spark.legacy_v1").has("format_version"));
 
-    let pairs: Vec<_> = fleet
-        .tables
-        .iter()
-        .cloned()
-        .zip(reports.iter().cloned())
-        .collect();
-    let plan = plan_fleet(
-        "fixtures",
-        &pairs,
-        &PlanOptions::default(),
-        &BTreeMap::new(),
-        now,
-    )
-    .unwrap();
-    eprintln!("{}", report::plan_text(&plan));
     let steps = |name: &str| -> Vec<Operation> {
         plan.tables
             .iter()
@@ -83,19 +58,7 @@ async fn fixture_fleet_grades_and_plans() {
 #[tokio::test]
 async fn spark41_fleet_grades_and_plans() {
     let Some(m) = fixtures_spark41() else { return };
-    let catalog = Catalog::connect(fixture_catalog(&m, "fixtures_spark41"))
-        .await
-        .unwrap();
-    let fleet = scan_fleet(&catalog, &FleetScanOptions::default(), &SystemClock)
-        .await
-        .unwrap();
-    assert!(fleet.errors.is_empty(), "{:?}", fleet.errors);
-    let now = fleet.scanned_at_ms;
-    let reports: Vec<_> = fleet
-        .tables
-        .iter()
-        .map(|s| grade(s, &GradeOptions::default(), now).unwrap())
-        .collect();
+    let (reports, plan) = scan_grade_plan(&m, "fixtures_spark41").await;
     let by = |name: &str| {
         reports
             .iter()
@@ -114,21 +77,6 @@ async fn spark41_fleet_grades_and_plans() {
         assert!(by(name).has("equality_delete_files"), "{name}");
     }
 
-    let pairs: Vec<_> = fleet
-        .tables
-        .iter()
-        .cloned()
-        .zip(reports.iter().cloned())
-        .collect();
-    let plan = plan_fleet(
-        "fixtures_spark41",
-        &pairs,
-        &PlanOptions::default(),
-        &BTreeMap::new(),
-        now,
-    )
-    .unwrap();
-    eprintln!("{}", report::plan_text(&plan));
     let steps = |name: &str| -> Vec<Operation> {
         plan.tables
             .iter()
@@ -146,4 +94,37 @@ async fn spark41_fleet_grades_and_plans() {
         );
     }
     plan.verify().unwrap();
+}
+
+/// Scans the fixture catalog `catalog` of `m`, grades every table and plans the fleet with the
+/// defaults (no scan errors allowed); prints the fleet table and the plan.
+async fn scan_grade_plan(m: &Value, catalog: &str) -> (Vec<HealthReport>, MaintenancePlan) {
+    let handle = Catalog::connect(fixture_catalog(m, catalog)).await.unwrap();
+    let fleet = scan_fleet(&handle, &FleetScanOptions::default(), &SystemClock)
+        .await
+        .unwrap();
+    assert!(fleet.errors.is_empty(), "{:?}", fleet.errors);
+    let now = fleet.scanned_at_ms;
+    let reports: Vec<_> = fleet
+        .tables
+        .iter()
+        .map(|s| grade(s, &GradeOptions::default(), now).unwrap())
+        .collect();
+    eprintln!("{}", report::fleet_table(&fleet.tables, &reports));
+    let pairs: Vec<_> = fleet
+        .tables
+        .iter()
+        .cloned()
+        .zip(reports.iter().cloned())
+        .collect();
+    let plan = plan_fleet(
+        catalog,
+        &pairs,
+        &PlanOptions::default(),
+        &BTreeMap::new(),
+        now,
+    )
+    .unwrap();
+    eprintln!("{}", report::plan_text(&plan));
+    (reports, plan)
 }
