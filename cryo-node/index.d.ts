@@ -109,6 +109,30 @@ export interface RunOptions extends Options {
   governor?: Options
   /** `runFleet` only: a governor saved from `FleetOutcome.governorState` (what it learned, its limits). */
   governorState?: string
+  /** `runFleet` only: the tables' controls, checked again before each step (with `receiptLog`). */
+  controls?: ControlSources
+  /** `runFleet` only: minimum time between two runs of an operation on a table, by operation. */
+  cooldownsMs?: Record<string, number>
+}
+
+/** cryo-core `TableControl`: what a scheduler keeps about one table between runs. */
+export interface TableControl extends Options {
+  /** Leave the table alone. */
+  paused?: boolean
+  /** Why (shown in the receipts). */
+  pauseReason?: string | null
+  /** When each operation last ran (ms since epoch), by operation (`rewrite_data_files`, …). */
+  lastRuns?: Record<string, number>
+  /** Finish the table's work by this instant (ms since epoch). */
+  deadlineMs?: number | null
+}
+
+/** cryo-core `ControlSources`: per-table controls, and a receipt log saying what ran when. */
+export interface ControlSources extends Options {
+  /** By table identifier (`ns.table`). */
+  tables?: Record<string, TableControl>
+  /** Receipts of earlier runs (JSON lines): an operation that ran recently cools down. */
+  receiptLog?: string | null
 }
 
 /** Dialect options: Trino `{ catalog, version }`; Spark `{ catalog, sparkVersion, icebergVersion }`. */
@@ -157,7 +181,7 @@ export declare class Catalog {
    * `scans`: a fleet scan or table scans. Options: cryo-core's `PlanOptions` (`operations`,
    * budgets, `expire`, `orphans`, …); `gradeOptions`: `GradeOptions`.
    */
-  plan(scans: FleetScan | Array<TableScan>, options?: PlanOptions, gradeOptions?: GradeOptions): Plan
+  plan(scans: FleetScan | Array<TableScan>, options?: PlanOptions, gradeOptions?: GradeOptions, controls?: ControlSources): Plan
   /**
    * Rewrite small (or delete-laden) data files, calling `progress` (if given) as groups are
    * rewritten. Options: cryo-core's `CompactOptions` and `RunOptions` (`targetFileSizeBytes`,

@@ -12,14 +12,14 @@ use cryo_core::compact::{CompactOptions, Compaction, RunOptions};
 use cryo_core::exec::trino::{TrinoConfig, TrinoEngine};
 use cryo_core::exec::{FleetOptions, FleetRun, SqlEngine};
 use cryo_core::govern::{Bandit, BanditConfig, Governor, Limits, LocalLocks};
-use cryo_core::grade::{GradeOptions, grade};
+use cryo_core::grade::GradeOptions;
 use cryo_core::maintain::{
-    ExpireOptions, FindMissingFilesOptions, MaintenanceOptions, MaintenanceRun,
+    ControlSources, ExpireOptions, FindMissingFilesOptions, MaintenanceOptions, MaintenanceRun,
     RemoveOrphanFilesOptions, RewriteManifestsOptions, RewritePositionDeletesOptions,
     expire_snapshots, find_missing_files, remove_orphan_files, rewrite_manifests,
     rewrite_position_deletes,
 };
-use cryo_core::plan::{PlanOptions, plan_fleet};
+use cryo_core::plan::{PlanOptions, TableControl, plan_scans};
 use cryo_core::progress::ProgressSink;
 use cryo_core::receipt::JsonLinesLog;
 use cryo_core::render::{TrinoDialect, TrinoOptions};
@@ -229,26 +229,21 @@ impl Catalog {
         scans: Either<&FleetScan, Vec<&TableScan>>,
         #[napi(ts_arg_type = "PlanOptions")] options: Option<Value>,
         #[napi(ts_arg_type = "GradeOptions")] grade_options: Option<Value>,
+        #[napi(ts_arg_type = "ControlSources")] controls: Option<Value>,
     ) -> napi::Result<Plan> {
         let grading: GradeOptions = self::options("grade options", grade_options)?;
         let planning: PlanOptions = self::options("plan options", options)?;
-        let scans: Vec<Arc<CoreScan>> = match scans {
-            Either::A(fleet) => fleet.inner.tables.iter().cloned().map(Arc::new).collect(),
-            Either::B(tables) => tables.iter().map(|t| Arc::clone(&t.inner)).collect(),
+        let controls = errors::check(control_sources(controls)?.load())?;
+        let scans: Vec<CoreScan> = match scans {
+            Either::A(fleet) => fleet.inner.tables.clone(),
+            Either::B(tables) => tables.iter().map(|t| t.inner.as_ref().clone()).collect(),
         };
-        let mut graded = Vec::with_capacity(scans.len());
-        let mut now = 0;
-        for scan in &scans {
-            let report = errors::check(grade(scan, &grading, scan.scanned_at_ms))?;
-            now = now.max(scan.scanned_at_ms);
-            graded.push((scan.as_ref().clone(), report));
-        }
-        let plan = errors::check(plan_fleet(
+        let plan = errors::check(plan_scans(
             self.inner.name(),
-            &graded,
+            &scans,
+            &grading,
             &planning,
-            &BTreeMap::new(),
-            now,
+            &controls,
         ))?;
         Ok(Plan {
             inner: Arc::new(plan),
@@ -425,6 +420,7 @@ impl Catalog {
         let governor_state = take_string(&mut options, "governorState", "governor_state")?;
         let governor = take_object(&mut options, "governor")?;
         let trino = take_object(&mut options, "trino")?;
+        let controls = control_sources(take_object(&mut options, "controls")?.map(Value::Object))?;
         let engines = trino_destinations(trino)?;
         let governor = Arc::new(std::sync::Mutex::new(build_governor(
             governor_state.as_deref(),
@@ -438,7 +434,8 @@ impl Catalog {
         let outcome = run(Some(self.config()), move || async move {
             let mut run = FleetRun::new(&cat, &plan)
                 .with_options(opts)
-                .with_governor(shared);
+                .with_governor(shared)
+                .with_controls(controls.load()?);
             for (name, engine) in engines {
                 run = run.with_engine(name, engine);
             }
@@ -480,6 +477,19 @@ impl Catalog {
 }
 
 /// Remove an object-valued option (`trino`, `governor`).
+/// `{ tables: { "ns.table": { paused, pauseReason, deadlineMs, lastRuns } }, receiptLog }`:
+/// cryo-core's `ControlSources`, each table's fields as `TableControl`'s.
+fn control_sources(value: Option<Value>) -> napi::Result<ControlSources> {
+    let mut value = value;
+    let tables = take_object(&mut value, "tables")?;
+    let mut sources: ControlSources = self::options("controls", value)?;
+    for (name, control) in tables.unwrap_or_default() {
+        let control: TableControl = self::options("table controls", Some(control))?;
+        sources.tables.insert(name, control);
+    }
+    Ok(sources)
+}
+
 fn take_object(options: &mut Option<Value>, key: &str) -> napi::Result<Option<Map<String, Value>>> {
     let Some(Value::Object(map)) = options.as_mut() else {
         return Ok(None);

@@ -202,6 +202,42 @@ test('run: a dry run by default, then for real under locks with a receipt log', 
   assert.match(cryo.report.receiptsText(fleetRun), /lake\./)
 })
 
+test('plan and runFleet take the tables\' controls: pauses, cooldowns from receipts', async () => {
+  const dir = tempDir()
+  const own = await cryo.demoLake(join(dir, 'lake'))
+  const cat = own.catalog
+  const fleet = await cat.scanFleet()
+  const plan = cat.plan(fleet)
+  assert.ok(plan.tables.includes('lake.clickstream'))
+
+  const paused = cat.plan(fleet, {}, {}, { tables: { 'lake.clickstream': { paused: true, pauseReason: 'month-end close' } } })
+  assert.ok(!paused.tables.includes('lake.clickstream'))
+  const skipped = Object.fromEntries(paused.toObject().skipped_tables.map((s) => [[...s.table.namespace, s.table.name].join('.'), s.reason]))
+  assert.equal(skipped['lake.clickstream'], 'paused: month-end close')
+  assert.throws(() => cat.plan(fleet, {}, {}, { tables: { 'lake.clickstream': { pased: true } } }), cryo.ValidationError)
+  assert.throws(() => cat.plan(fleet, {}, {}, { tables: { clickstream: { paused: true } } }), cryo.ValidationError)
+
+  // Receipts of a run: planned again from them, what just ran cools down.
+  const log = join(dir, 'receipts.jsonl')
+  const real = await cat.run(plan, { dryRun: false, receiptLog: log })
+  assert.ok(real.counts.succeeded > 0)
+  const again = cat.plan(await cat.scanFleet(), {}, {}, { receiptLog: log })
+  const reasons = again.toObject().tables.flatMap((t) => t.skipped.map((s) => s.reason))
+  assert.ok(reasons.some((r) => r.startsWith('cooldown: last ran')), JSON.stringify(reasons))
+
+  // runFleet checks the controls again before each step.
+  const fresh = await cryo.demoLake(join(dir, 'lake2'))
+  const plan2 = fresh.catalog.plan(await fresh.catalog.scanFleet())
+  const out = await fresh.catalog.runFleet(plan2, {
+    dryRun: false,
+    controls: { tables: { 'lake.clickstream': { paused: true, pauseReason: 'owner asked' } } },
+  })
+  const receipts = rows(out.receipts())
+  const mine = receipts.filter((r) => r.table === 'lake.clickstream')
+  assert.ok(mine.length > 0 && mine.every((r) => r.status === 'deferred' && r.reason.includes('owner asked')), JSON.stringify(mine))
+  assert.ok(receipts.some((r) => r.table !== 'lake.clickstream' && r.status === 'succeeded'))
+})
+
 test('single operations: destructive ones are dry runs unless told otherwise', async () => {
   const dir = tempDir()
   const own = await cryo.demoLake(join(dir, 'lake'))

@@ -12,14 +12,14 @@ use cryo_core::clock::SystemClock;
 use cryo_core::compact::{CompactOptions, Compaction, RunOptions};
 use cryo_core::exec::{FleetOptions, FleetRun, SqlEngine};
 use cryo_core::govern::LocalLocks;
-use cryo_core::grade::{GradeOptions, grade};
+use cryo_core::grade::GradeOptions;
 use cryo_core::maintain::{
-    ExpireOptions, FindMissingFilesOptions, MaintenanceOptions, MaintenanceRun,
+    ControlSources, ExpireOptions, FindMissingFilesOptions, MaintenanceOptions, MaintenanceRun,
     RemoveOrphanFilesOptions, RewriteManifestsOptions, RewritePositionDeletesOptions,
     expire_snapshots, find_missing_files, remove_orphan_files, rewrite_manifests,
     rewrite_position_deletes,
 };
-use cryo_core::plan::{PlanOptions, plan_fleet};
+use cryo_core::plan::{PlanOptions, plan_scans};
 use cryo_core::receipt::JsonLinesLog;
 use cryo_core::scan::arrow::files_batch;
 use cryo_core::scan::{
@@ -223,32 +223,26 @@ impl Catalog {
         })
     }
 
-    /// Grade the scans and plan their maintenance, worst tables first.
-    #[pyo3(signature = (scans, grade_options = None, options = None))]
+    /// Grade the scans and plan their maintenance, worst tables first, under the tables'
+    /// controls (`ControlSources`: pauses, deadlines, last runs, a receipt log).
+    #[pyo3(signature = (scans, grade_options = None, options = None, controls = None))]
     fn plan(
         &self,
         py: Python<'_>,
         scans: Vec<Bound<'_, TableScan>>,
         grade_options: Option<&Bound<'_, PyDict>>,
         options: Option<&Bound<'_, PyDict>>,
+        controls: Option<&Bound<'_, PyDict>>,
     ) -> PyResult<Plan> {
         let grading: GradeOptions = self::options("grade options", grade_options)?;
         let planning: PlanOptions = self::options("plan options", options)?;
-        let scans: Vec<_> = scans
+        let sources: ControlSources = self::options("plan controls", controls)?;
+        let scans: Vec<cryo_core::scan::TableScan> = scans
             .into_iter()
-            .map(|s| Arc::clone(&s.get().inner))
+            .map(|s| s.get().inner.as_ref().clone())
             .collect();
         let name = self.current().name().to_string();
-        let plan = py.detach(|| {
-            let mut graded = Vec::with_capacity(scans.len());
-            let mut now = 0;
-            for scan in &scans {
-                let report = grade(scan, &grading, scan.scanned_at_ms)?;
-                now = now.max(scan.scanned_at_ms);
-                graded.push((scan.as_ref().clone(), report));
-            }
-            plan_fleet(&name, &graded, &planning, &BTreeMap::new(), now)
-        });
+        let plan = py.detach(|| plan_scans(&name, &scans, &grading, &planning, &sources.load()?));
         Ok(Plan {
             inner: Arc::new(check(plan)?),
         })
@@ -415,7 +409,7 @@ impl Catalog {
     /// Run a plan over destinations (`native`, and the given engines), each step when the
     /// governor admits it; receipts for every decision.
     #[allow(clippy::too_many_arguments)]
-    #[pyo3(signature = (plan, destinations, governor = None, lock_dir = None, receipt_log = None, options = None, progress = None))]
+    #[pyo3(signature = (plan, destinations, governor = None, lock_dir = None, receipt_log = None, options = None, progress = None, controls = None))]
     fn run_fleet(
         &self,
         py: Python<'_>,
@@ -426,8 +420,10 @@ impl Catalog {
         receipt_log: Option<PathBuf>,
         options: Option<&Bound<'_, PyDict>>,
         progress: Option<Py<PyAny>>,
+        controls: Option<&Bound<'_, PyDict>>,
     ) -> PyResult<FleetOutcome> {
         let opts: FleetOptions = self::options("fleet options", options)?;
+        let controls: ControlSources = self::options("run controls", controls)?;
         let cat = self.core(py)?;
         let plan = Arc::clone(&plan.inner);
         let engines: Vec<(String, Arc<dyn SqlEngine>)> = destinations
@@ -437,7 +433,9 @@ impl Catalog {
         let governor = governor.map(|g| Arc::clone(&g.inner));
         let progress = sink(progress);
         let outcome = wait(py, move || async move {
-            let mut run = FleetRun::new(&cat, &plan).with_options(opts);
+            let mut run = FleetRun::new(&cat, &plan)
+                .with_options(opts)
+                .with_controls(controls.load()?);
             for (name, engine) in engines {
                 run = run.with_engine(name, engine);
             }

@@ -160,11 +160,52 @@ def test_run_dry_then_for_real_with_receipts(tmp_path):
     assert set(receipts.column("plan_fingerprint").to_pylist()) == {plan.fingerprint}
     from_log = pa.table(cryo.read_receipts(log))
     assert sorted(from_log.column("id").to_pylist()) == sorted(receipts.column("id").to_pylist())
-    logged = cryo.read_receipts(log)
+    logged = cryo.read_receipts(log)  # noqa: F841 - DuckDB reads it by name (`from logged`)
     by_status = dict(duckdb.connect().execute("select status, count(*) from logged group by status").fetchall())
     assert by_status == real.counts
     after = {t.table: cryo.grade(t) for t in cat.scan_fleet().tables}
     assert after["lake.clickstream"].score > cryo.grade(before["lake.clickstream"]).score
+
+
+def test_plan_and_run_fleet_take_the_tables_controls(tmp_path):
+    """Pauses, deadlines and cooldowns from receipts reach cryo-core's planner and fleet run."""
+    lake = cryo.demo_lake(tmp_path / "lake")
+    cat = lake.catalog
+    fleet = cat.scan_fleet()
+    plan = cat.plan(fleet)
+    assert "lake.clickstream" in plan.tables and "lake.orders" in plan.tables
+
+    paused = cat.plan(fleet, controls={"lake.clickstream": {"paused": True, "pause_reason": "month-end close"}})
+    assert "lake.clickstream" not in paused.tables
+    skipped = {".".join([*s["table"]["namespace"], s["table"]["name"]]): s["reason"] for s in paused.to_dict()["skipped_tables"]}
+    assert skipped["lake.clickstream"] == "paused: month-end close"
+    with pytest.raises(cryo.ValidationError, match="unknown field `pased`"):
+        cat.plan(fleet, controls={"lake.clickstream": {"pased": True}})
+    with pytest.raises(cryo.ValidationError, match="namespace.table"):
+        cat.plan(fleet, controls={"clickstream": {"paused": True}})
+
+    # A run leaves receipts; planned again from them, what just ran cools down.
+    log = tmp_path / "receipts.jsonl"
+    real = cat.run(plan, dry_run=False, receipt_log=log)
+    assert real.counts.get("succeeded", 0) > 0 and real.failed_tables == []
+    again = cat.plan(cat.scan_fleet(), receipt_log=log)
+    reasons = [s["reason"] for t in again.to_dict()["tables"] for s in t["skipped"]]
+    assert any(r.startswith("cooldown: last ran") for r in reasons), again.to_dict()
+
+    # The fleet run checks the controls again before each step: a table paused since the plan
+    # was made is left alone.
+    fresh = cryo.demo_lake(tmp_path / "lake2")
+    plan2 = fresh.catalog.plan()
+    before = {t.table: t.current_snapshot_id for t in fresh.catalog.scan_fleet().tables}
+    out = fresh.catalog.run_fleet(
+        plan2, dry_run=False, controls={"lake.clickstream": {"paused": True, "pause_reason": "owner asked"}}
+    )
+    rows = pa.table(out.receipts()).to_pylist()
+    mine = [r for r in rows if r["table"] == "lake.clickstream"]
+    assert mine and all(r["status"] == "deferred" and "owner asked" in r["reason"] for r in mine), mine
+    assert any(r["status"] == "succeeded" for r in rows if r["table"] != "lake.clickstream")
+    after = {t.table: t.current_snapshot_id for t in fresh.catalog.scan_fleet().tables}
+    assert after["lake.clickstream"] == before["lake.clickstream"]
 
 
 def test_commit_fence_holds_commits_back_while_a_writer_works(tmp_path):

@@ -18,7 +18,7 @@ use crate::govern::{
 };
 use crate::maintain::{MaintenanceOptions, MaintenanceRun};
 use crate::ops::Operation;
-use crate::plan::{MaintenancePlan, PlannedStep, TablePlan, Window};
+use crate::plan::{MaintenancePlan, PlannedStep, TableControl, TablePlan, Window};
 use crate::progress::{ProgressSink, report};
 use crate::receipt::{Footprint, JsonLinesLog, Receipt, ReceiptStatus, default_actor};
 use crate::render::{RenderedTable, render_table};
@@ -58,6 +58,10 @@ pub struct FleetOptions {
     pub quiet_period_ms: Option<u64>,
     /// Native steps: as [`MaintenanceOptions::commit_fence`].
     pub commit_fence: Option<crate::govern::CommitFence>,
+    /// Minimum time between two runs of an operation on the same table, checked against the
+    /// tables' controls ([`FleetRun::with_controls`] and the receipt log) before each step; the
+    /// planner's defaults ([`PlanOptions::cooldowns_ms`](crate::plan::PlanOptions)).
+    pub cooldowns_ms: BTreeMap<Operation, i64>,
 }
 
 impl Default for FleetOptions {
@@ -77,6 +81,7 @@ impl Default for FleetOptions {
             max_commits: native.max_commits,
             quiet_period_ms: None,
             commit_fence: None,
+            cooldowns_ms: crate::plan::PlanOptions::default().cooldowns_ms,
         }
     }
 }
@@ -92,6 +97,9 @@ impl FleetOptions {
         }
         if self.min_retry_ms == 0 {
             return Err(Error::validation("min_retry_ms must be positive"));
+        }
+        if self.cooldowns_ms.values().any(|c| *c < 0) {
+            return Err(Error::validation("cooldowns must not be negative"));
         }
         Ok(())
     }
@@ -181,6 +189,7 @@ pub struct FleetRun<'a> {
     log: Option<JsonLinesLog>,
     clock: Arc<dyn Clock>,
     progress: Option<ProgressSink>,
+    controls: BTreeMap<TableId, TableControl>,
 }
 
 /// A table's progress through the loop.
@@ -227,7 +236,17 @@ impl<'a> FleetRun<'a> {
             log: None,
             clock: Arc::new(SystemClock),
             progress: None,
+            controls: BTreeMap::new(),
         }
+    }
+
+    /// Per-table controls checked before every step (a table paused since the plan was made is
+    /// not touched; an operation still cooling down is deferred), folded together with what the
+    /// receipt log ([`FleetRun::with_receipt_log`]) says ran when.
+    #[must_use]
+    pub fn with_controls(mut self, controls: BTreeMap<TableId, TableControl>) -> Self {
+        self.controls = controls;
+        self
     }
 
     /// Replace the options.
@@ -318,10 +337,11 @@ impl<'a> FleetRun<'a> {
 
     /// Carry the plan out. Fails only on an invalid plan or options, an unknown destination, or a
     /// receipt log that cannot be written; everything that happens to a table is a receipt.
-    pub async fn execute(self) -> Result<FleetOutcome> {
+    pub async fn execute(mut self) -> Result<FleetOutcome> {
         let started = Instant::now();
         self.options.validate()?;
         self.plan.verify()?;
+        self.fold_in_the_log()?;
         let native = MaintenanceRun::new(self.catalog, self.plan)
             .with_options(self.options.native())
             .with_clock(Arc::clone(&self.clock));
@@ -419,6 +439,17 @@ impl<'a> FleetRun<'a> {
             tables,
             duration_ms: started.elapsed().as_millis() as u64,
         })
+    }
+
+    /// Cooldowns hold across runs and processes that share the receipt log: fold what it says
+    /// ran when into the tables' controls.
+    fn fold_in_the_log(&mut self) -> Result<()> {
+        if let Some(log) = &self.log {
+            for (id, control) in crate::maintain::controls_from_receipts(&log.read()?) {
+                self.controls.entry(id).or_default().merge(&control);
+            }
+        }
+        Ok(())
     }
 
     /// Every planned table as work: its destination, its steps in order, its statements rendered
@@ -657,11 +688,20 @@ impl<'a> FleetRun<'a> {
             }
             return None;
         }
+        let control = self.controls.get(id);
         let state = TableState {
+            paused: control.and_then(TableControl::pause),
+            cooldown_until_ms: control
+                .and_then(|c| c.cooldown_until_ms(step.operation, &self.options.cooldowns_ms, now)),
             window: self.options.window,
-            deadline_ms: self.options.deadline_ms,
+            deadline_ms: match (
+                self.options.deadline_ms,
+                control.and_then(|c| c.deadline_ms),
+            ) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            },
             lock_holder,
-            ..TableState::default()
         };
         if !probes.contains_key(&w.destination) {
             let p = match dest {
@@ -755,7 +795,21 @@ impl<'a> FleetRun<'a> {
                     w.last_defer = Some(text.clone());
                 }
                 w.waiting_for_slot = matches!(reason, DeferReason::AtCapacity { .. });
-                if self.options.dry_run && !w.waiting_for_slot {
+                if matches!(reason, DeferReason::Cooldown { .. }) {
+                    // The controls do not change during a run: this step waits for a later
+                    // run, the table's next step is asked about at once.
+                    w.next += 1;
+                    w.not_before_ms = now;
+                    w.last_defer = None;
+                    w.first_deferred_ms = None;
+                    if w.next >= w.steps.len() {
+                        w.done = true;
+                        w.guard = None;
+                    }
+                } else if matches!(reason, DeferReason::Paused { .. }) {
+                    w.next += 1;
+                    defer_rest(w, format!("not retried in this run ({text})"), out);
+                } else if self.options.dry_run && !w.waiting_for_slot {
                     // A dry run reports the decision and moves on (it waits only for its own
                     // steps' slots, which free in moments).
                     w.next += 1;

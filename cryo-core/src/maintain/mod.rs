@@ -37,6 +37,6 @@ pub use position_deletes::{
     plan_position_delete_rewrite, rewrite_position_deletes,
 };
 pub use run::{
-    MaintenanceOptions, MaintenanceOutcome, MaintenanceRun, NATIVE_ENGINE, controls_from_receipts,
-    run_plan,
+    ControlSources, MaintenanceOptions, MaintenanceOutcome, MaintenanceRun, NATIVE_ENGINE,
+    controls_from_receipts, run_plan,
 };

@@ -22,7 +22,7 @@ mod predicate;
 
 pub use model::*;
 pub(crate) use planner::window_opens_in;
-pub use planner::{ExpirePolicy, OrphanPolicy, PlanOptions, plan_fleet, plan_table};
+pub use planner::{ExpirePolicy, OrphanPolicy, PlanOptions, plan_fleet, plan_scans, plan_table};
 
 #[cfg(test)]
 mod tests;

@@ -295,7 +295,7 @@ pub enum Literal {
 
 /// Per-table inputs a scheduler keeps between runs.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
-#[serde(default)]
+#[serde(default, deny_unknown_fields)]
 pub struct TableControl {
     /// Do nothing to this table.
     pub paused: bool,
@@ -305,6 +305,48 @@ pub struct TableControl {
     pub last_runs: BTreeMap<Operation, i64>,
     /// The run must be finished by this instant.
     pub deadline_ms: Option<i64>,
+}
+
+impl TableControl {
+    /// Fold `other` in, as two sources that each know part of the story: paused if either
+    /// says so (the first reason given wins), the earlier deadline, and for each operation
+    /// its later last run.
+    pub fn merge(&mut self, other: &TableControl) {
+        if other.paused && !self.paused {
+            self.paused = true;
+            self.pause_reason.clone_from(&other.pause_reason);
+        }
+        self.deadline_ms = match (self.deadline_ms, other.deadline_ms) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        for (op, at) in &other.last_runs {
+            let last = self.last_runs.entry(*op).or_insert(*at);
+            *last = (*last).max(*at);
+        }
+    }
+
+    /// Why the table is paused, as receipts and deferrals show it; `None` when it is not.
+    pub fn pause(&self) -> Option<String> {
+        self.paused.then(|| {
+            self.pause_reason
+                .clone()
+                .unwrap_or_else(|| "paused by its controls".to_string())
+        })
+    }
+
+    /// Until when `op` is cooling down after its last run under `cooldowns_ms`; `None` when
+    /// it never ran, has no cooldown, or its cooldown is over at `now_ms`.
+    pub fn cooldown_until_ms(
+        &self,
+        op: Operation,
+        cooldowns_ms: &BTreeMap<Operation, i64>,
+        now_ms: i64,
+    ) -> Option<i64> {
+        let last = self.last_runs.get(&op)?;
+        let until = last.saturating_add(*cooldowns_ms.get(&op)?);
+        (until > now_ms).then_some(until)
+    }
 }
 
 /// A daily off-peak window in UTC: `[start_hour, end_hour)`, wrapping past midnight if

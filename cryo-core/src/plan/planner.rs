@@ -1007,6 +1007,29 @@ pub fn plan_fleet(
     Ok(plan)
 }
 
+/// Grade every scan and plan the fleet in one call, at the time of the newest scan (so a plan
+/// made from the same scans is the same plan, whenever it is made): what the Python and Node
+/// packages' `plan` does.
+pub fn plan_scans(
+    catalog: &str,
+    scans: &[TableScan],
+    grading: &crate::grade::GradeOptions,
+    options: &PlanOptions,
+    controls: &BTreeMap<TableId, TableControl>,
+) -> Result<MaintenancePlan> {
+    let now_ms = scans.iter().map(|s| s.scanned_at_ms).max().unwrap_or(0);
+    let graded = scans
+        .iter()
+        .map(|scan| {
+            Ok((
+                scan.clone(),
+                crate::grade::grade(scan, grading, scan.scanned_at_ms)?,
+            ))
+        })
+        .collect::<Result<Vec<_>>>()?;
+    plan_fleet(catalog, &graded, options, controls, now_ms)
+}
+
 impl MaintenancePlan {
     /// SHA-256 (hex) over the canonical JSON of the plan with an empty fingerprint.
     pub fn compute_fingerprint(&self) -> Result<String> {

@@ -148,6 +148,105 @@ async fn native_fleet_run_dry_then_real() {
     assert!(improved >= 2, "{scores_before:?} -> {scores_after:?}");
 }
 
+/// The governor's pause and cooldown checks fire in a real run: a table paused after the plan
+/// was made is left alone, an operation the receipt log says ran within its cooldown is
+/// deferred, and the table's other steps still run.
+#[tokio::test]
+async fn pauses_and_cooldowns_given_after_planning_hold_in_the_run() {
+    use cryo_core::maintain::ControlSources;
+    use cryo_core::plan::TableControl;
+    use cryo_core::receipt::{JsonLinesLog, Receipt};
+
+    let dir = tempfile::tempdir().unwrap();
+    let lake = lake(dir.path()).await;
+    let plan = plan(&lake.catalog).await;
+    let mut busy = plan.tables.iter().filter(|t| t.steps.len() >= 2);
+    let paused = busy.next().expect("a table with two steps").table.clone();
+    let cooling = busy.next().expect("another table with two steps");
+    let cooled_op = cooling.steps[0].operation;
+    let before = metadata(&lake.catalog, &plan).await;
+
+    // What an earlier run on another host left in the shared log: `cooled_op` ran a minute ago.
+    let log = JsonLinesLog::new(dir.path().join("receipts.jsonl"));
+    let now = cryo_core::clock::Clock::now_ms(&SystemClock);
+    log.append(&[Receipt::new(
+        now - 60_000,
+        lake.catalog.name(),
+        cooling.table.clone(),
+        Some(cooled_op),
+        "native",
+        ReceiptStatus::Succeeded,
+        "elsewhere",
+    )])
+    .unwrap();
+    let controls = ControlSources {
+        tables: BTreeMap::from([(
+            paused.to_string(),
+            TableControl {
+                paused: true,
+                pause_reason: Some("owner asked: month-end close".into()),
+                ..TableControl::default()
+            },
+        )]),
+        receipt_log: None,
+    }
+    .load()
+    .unwrap();
+
+    let run = FleetRun::new(&lake.catalog, &plan)
+        .dry_run(false)
+        .with_controls(controls)
+        .with_receipt_log(log.clone())
+        .execute()
+        .await
+        .unwrap();
+    assert_eq!(run.count(ReceiptStatus::Failed), 0, "{:#?}", run.receipts);
+    let of = |t: &TableId| -> Vec<_> { run.receipts.iter().filter(|r| &r.table == t).collect() };
+
+    // The paused table: every step deferred, naming the pause; nothing admitted or committed.
+    let receipts = of(&paused);
+    assert!(!receipts.is_empty());
+    assert!(
+        receipts.iter().all(|r| r.status == ReceiptStatus::Deferred
+            && r.reason
+                .as_deref()
+                .unwrap_or("")
+                .contains("month-end close")),
+        "{receipts:#?}"
+    );
+    let i = plan.tables.iter().position(|t| t.table == paused).unwrap();
+    assert_eq!(
+        metadata(&lake.catalog, &plan).await[i],
+        before[i],
+        "the paused table is untouched"
+    );
+
+    // The cooling table: that operation deferred with the cooldown's end; the others ran.
+    let receipts = of(&cooling.table);
+    let cooled: Vec<_> = receipts
+        .iter()
+        .filter(|r| r.operation == Some(cooled_op))
+        .collect();
+    assert!(
+        cooled.iter().all(|r| r.status == ReceiptStatus::Deferred)
+            && cooled
+                .iter()
+                .any(|r| r.reason.as_deref().unwrap_or("").contains("cool")),
+        "{cooled:#?}"
+    );
+    for step in &cooling.steps[1..] {
+        assert!(
+            receipts.iter().any(
+                |r| r.operation == Some(step.operation) && r.status == ReceiptStatus::Succeeded
+            ),
+            "{:?} should have run: {receipts:#?}",
+            step.operation
+        );
+    }
+    // Other tables are not held back.
+    assert!(run.count(ReceiptStatus::Succeeded) > cooling.steps.len() - 1);
+}
+
 #[tokio::test]
 async fn a_route_to_an_unknown_destination_is_refused_before_anything_runs() {
     let dir = tempfile::tempdir().unwrap();

@@ -4,15 +4,18 @@ from __future__ import annotations
 
 import datetime as _dt
 import os
-from typing import Any, Iterable, Mapping, Optional, Union
+from collections.abc import Iterable, Mapping
+from typing import Any, Optional, Union
 
 from . import _cryo, _progress
-from ._progress import ProgressArg
 from ._cryo import (
     ArrowResult,
     CompactionOutcome,
+    Engine,
     ExpireOutcome,
+    FleetOutcome,
     FleetScan,
+    Governor,
     MissingFilesOutcome,
     Plan,
     RemoveOrphanFilesOutcome,
@@ -21,7 +24,7 @@ from ._cryo import (
     RunOutcome,
     TableScan,
 )
-from ._cryo import Engine, FleetOutcome, Governor
+from ._progress import ProgressArg
 
 #: A point in time: an aware ``datetime``, an age (``timedelta`` before now) or epoch milliseconds.
 Instant = Union[_dt.datetime, _dt.timedelta, int]
@@ -151,13 +154,18 @@ class Catalog:
         scans: Union[FleetScan, TableScan, Iterable[TableScan], None] = None,
         *,
         grade_options: Optional[Mapping[str, Any]] = None,
+        controls: Optional[Mapping[str, Mapping[str, Any]]] = None,
+        receipt_log: Optional[Union[str, os.PathLike[str]]] = None,
         **options: Any,
     ) -> Plan:
         """Grade the scans and plan their maintenance, worst tables first.
 
         ``scans``: a fleet scan, one table scan or several; ``None`` scans the whole catalog
         first. Options: cryo-core's ``PlanOptions`` (``operations``, budgets, ``expire``,
-        ``orphans``, …); ``grade_options``: ``GradeOptions``.
+        ``orphans``, ``cooldowns_ms``, …); ``grade_options``: ``GradeOptions``.
+        ``controls``: per table (``{"ns.table": {"paused": True, "pause_reason": "…"}}``, also
+        ``deadline_ms`` and ``last_runs``): cryo-core's ``TableControl``. ``receipt_log``: the
+        receipts of earlier runs (JSON lines), so an operation that ran recently cools down.
         """
         if scans is None:
             scans = self.scan_fleet()
@@ -167,7 +175,8 @@ class Catalog:
             items = [scans]
         else:
             items = list(scans)
-        return self._native.plan(items, _options(**(grade_options or {})), _options(**options))
+        sources = _options(tables=dict(controls) if controls is not None else None, receipt_log=_path(receipt_log))
+        return self._native.plan(items, _options(**(grade_options or {})), _options(**options), sources)
 
     def compact(
         self,
@@ -288,6 +297,7 @@ class Catalog:
         deadline: Optional[Instant] = None,
         lock_dir: Optional[Union[str, os.PathLike[str]]] = None,
         receipt_log: Optional[Union[str, os.PathLike[str]]] = None,
+        controls: Optional[Mapping[str, Mapping[str, Any]]] = None,
         progress: ProgressArg = None,
         **options: Any,
     ) -> FleetOutcome:
@@ -302,6 +312,9 @@ class Catalog:
         governor once per table and shows each step's statements without running them.
         Deferred steps are tried again when their ``retry_after`` passes; at ``deadline`` what has
         not started is deferred. Receipts for every decision (``receipt_log``: JSON lines).
+        Before each step the table's ``controls`` (as for :meth:`plan`) and the receipt log are
+        checked again: a table paused since the plan was made is left alone, an operation that
+        ran within its cooldown (``cooldowns_ms``) is deferred to a later run.
         """
         engines = {}
         for name, dest in (destinations or {}).items():
@@ -321,7 +334,10 @@ class Catalog:
             opts["deadline_ms"] = int((_dt.datetime.now(_dt.timezone.utc) + deadline).timestamp() * 1000)
         callback, close = _progress.resolve(progress, "fleet")
         try:
-            return self._native.run_fleet(plan, engines, governor, _path(lock_dir), _path(receipt_log), opts, callback)
+            sources = _options(tables=dict(controls) if controls is not None else None)
+            return self._native.run_fleet(
+                plan, engines, governor, _path(lock_dir), _path(receipt_log), opts, callback, sources
+            )
         finally:
             close()
 

@@ -306,6 +306,7 @@ class Catalog:
         scans: list[TableScan],
         grade_options: Optional[dict[str, Any]] = None,
         options: Optional[dict[str, Any]] = None,
+        controls: Optional[dict[str, Any]] = None,
     ) -> Plan: ...
     def compact(
         self, table: str, options: Optional[dict[str, Any]] = None, progress: _Progress = None
@@ -334,6 +335,7 @@ class Catalog:
         receipt_log: Optional[str] = None,
         options: Optional[dict[str, Any]] = None,
         progress: _Progress = None,
+        controls: Optional[dict[str, Any]] = None,
     ) -> FleetOutcome: ...
 
 @final
