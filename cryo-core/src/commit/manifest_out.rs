@@ -1082,17 +1082,22 @@ mod tests {
     /// merge-on-read position and equality deletes, deletion vectors): Cryo's reader decodes
     /// every v2/v3 one itself, into the entries upstream's reader gives.
     #[tokio::test]
+    #[ignore = "needs the peers: scripts/test.sh runs it (cargo test -- --include-ignored)"]
     async fn cryo_s_reader_reads_the_peers_manifests_as_upstream_does() {
-        let Ok(dir) = std::env::var("CRYO_FIXTURES") else {
-            assert!(
-                std::env::var("CRYO_REQUIRE_PEERS").as_deref() != Ok("1"),
-                "CRYO_FIXTURES is not set"
-            );
-            eprintln!("skipping: CRYO_FIXTURES is not set");
-            return;
-        };
+        // Where the integration tests look for them too (`tests/it/common.rs`).
+        let dir = std::env::var("CRYO_FIXTURES").map_or_else(
+            |_| std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/cryo-fixtures"),
+            std::path::PathBuf::from,
+        );
+        assert!(
+            dir.join("manifest.json").is_file(),
+            "this test needs the peers' fixtures, missing at {}. Run scripts/test.sh (it writes \
+             them and runs these tests), or write them with tests/fixtures/make_fixtures.py \
+             (scripts/README.md) into target/cryo-fixtures or $CRYO_FIXTURES",
+            dir.display()
+        );
         let mut files = Vec::new();
-        manifests_under(std::path::Path::new(&dir), &mut files);
+        manifests_under(&dir, &mut files);
         files.sort();
         let mut decoded = std::collections::BTreeMap::<String, usize>::new();
         for path in &files {

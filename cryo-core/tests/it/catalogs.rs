@@ -14,8 +14,9 @@ fn table_entry<'a>(m: &'a serde_json::Value, key: &str) -> &'a serde_json::Value
 }
 
 #[tokio::test]
+#[ignore = "needs the peers: scripts/test.sh runs it (cargo test -- --include-ignored)"]
 async fn sql_catalog_lists_namespaces_and_tables() {
-    let Some(m) = fixtures() else { return };
+    let m = fixtures();
     let catalog = Catalog::connect(fixture_catalog(&m, "fixtures"))
         .await
         .unwrap();
@@ -68,8 +69,9 @@ async fn a_closed_sql_catalog_refuses_calls_and_the_database_opens_again() {
 }
 
 #[tokio::test]
+#[ignore = "needs the peers: scripts/test.sh runs it (cargo test -- --include-ignored)"]
 async fn sql_catalog_reads_the_old_schema_and_upgrades_on_request() {
-    let Some(m) = fixtures() else { return };
+    let m = fixtures();
     let dir = tempfile::tempdir().unwrap();
     let src = m["catalogs"]["fixtures"]["uri"]
         .as_str()
@@ -118,8 +120,9 @@ async fn sql_catalog_refuses_a_missing_database() {
 }
 
 #[tokio::test]
+#[ignore = "needs the peers: scripts/test.sh runs it (cargo test -- --include-ignored)"]
 async fn hadoop_catalog_follows_the_version_hint() {
-    let Some(m) = fixtures() else { return };
+    let m = fixtures();
     let catalog = Catalog::connect(fixture_catalog(&m, "hadoop"))
         .await
         .unwrap();
@@ -151,8 +154,9 @@ async fn hadoop_catalog_follows_the_version_hint() {
 }
 
 #[tokio::test]
+#[ignore = "needs the peers: scripts/test.sh runs it (cargo test -- --include-ignored)"]
 async fn static_tables_from_a_metadata_file_or_a_directory() {
-    let Some(m) = fixtures() else { return };
+    let m = fixtures();
     let entry = table_entry(&m, "fixtures.pyiceberg.events");
     let loc = entry["metadata_location"].as_str().unwrap();
     let catalog = Catalog::connect(CatalogConfig::new("one", [("metadata-location", loc)]))
@@ -180,11 +184,11 @@ async fn static_tables_from_a_metadata_file_or_a_directory() {
 }
 
 #[tokio::test]
+#[ignore = "needs the peers: scripts/test.sh runs it (cargo test -- --include-ignored)"]
 async fn s3_tables_on_a_loopback_server() {
-    let Some(m) = fixtures() else { return };
-    if service_env("CRYO_MOTO_ENDPOINT").is_none() {
-        return;
-    }
+    let m = fixtures();
+    // The table lives on moto S3: the services must be up.
+    service_env("CRYO_MOTO_ENDPOINT");
     assert!(
         !m["tables"]["fixtures_s3.pyiceberg.s3_small"].is_null(),
         "the S3 fixture is missing: run make_fixtures.py --s3"
@@ -219,12 +223,12 @@ async fn s3_tables_on_a_loopback_server() {
     assert!(!shown.contains("planted-secret-value"), "secret leaked");
 }
 
-fn rest_config(extra: &[(&str, String)]) -> Option<CatalogConfig> {
-    let uri = service_env("CRYO_REST_URI")?;
-    let warehouse = service_env("CRYO_REST_WAREHOUSE")?;
-    let endpoint = service_env("CRYO_SEAWEED_S3_ENDPOINT")?;
-    let key = service_env("CRYO_SEAWEED_ACCESS_KEY")?;
-    let secret = service_env("CRYO_SEAWEED_SECRET_KEY")?;
+fn rest_config(extra: &[(&str, String)]) -> CatalogConfig {
+    let uri = service_env("CRYO_REST_URI");
+    let warehouse = service_env("CRYO_REST_WAREHOUSE");
+    let endpoint = service_env("CRYO_SEAWEED_S3_ENDPOINT");
+    let key = service_env("CRYO_SEAWEED_ACCESS_KEY");
+    let secret = service_env("CRYO_SEAWEED_SECRET_KEY");
     let mut props = vec![
         ("uri".to_string(), uri),
         ("warehouse".to_string(), warehouse),
@@ -234,18 +238,15 @@ fn rest_config(extra: &[(&str, String)]) -> Option<CatalogConfig> {
         ("s3.path-style-access".to_string(), "true".to_string()),
     ];
     props.extend(extra.iter().map(|(k, v)| ((*k).to_string(), v.clone())));
-    Some(CatalogConfig::new("rest", props))
+    CatalogConfig::new("rest", props)
 }
 
 #[tokio::test]
+#[ignore = "needs the peers: scripts/test.sh runs it (cargo test -- --include-ignored)"]
 async fn rest_catalog_with_oauth2_client_credentials_and_bearer_token() {
-    let Some(m) = fixtures() else { return };
-    let Some(credential) = service_env("CRYO_REST_CREDENTIAL") else {
-        return;
-    };
-    let Some(config) = rest_config(&[("credential", credential.clone())]) else {
-        return;
-    };
+    let m = fixtures();
+    let credential = service_env("CRYO_REST_CREDENTIAL");
+    let config = rest_config(&[("credential", credential.clone())]);
     assert!(
         !m["tables"]["rest.cryo_rest.small"].is_null(),
         "the REST fixture is missing: run make_fixtures.py --rest"
@@ -280,7 +281,7 @@ async fn rest_catalog_with_oauth2_client_credentials_and_bearer_token() {
     let token: serde_json::Value =
         reqwest_form(&format!("{uri}/v1/oauth/tokens"), id_part, secret_part);
     let token = token["access_token"].as_str().unwrap().to_string();
-    let config = rest_config(&[("token", token)]).unwrap();
+    let config = rest_config(&[("token", token)]);
     let catalog = Catalog::connect(config).await.unwrap();
     assert!(
         catalog
@@ -291,7 +292,7 @@ async fn rest_catalog_with_oauth2_client_credentials_and_bearer_token() {
     );
 
     // Wrong credentials: a catalog error that never shows the secret.
-    let config = rest_config(&[("credential", format!("{id_part}:not-the-secret-x9"))]).unwrap();
+    let config = rest_config(&[("credential", format!("{id_part}:not-the-secret-x9"))]);
     let err = Catalog::connect(config).await.unwrap_err();
     let text = format!("{err} {err:?}");
     assert!(matches!(err, Error::Catalog { .. }), "{err}");

@@ -10,39 +10,32 @@ pub fn repo_root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
 }
 
-/// The fixture manifest written by `make_fixtures.py`, or `None` when the fixtures were not
-/// generated. With `CRYO_REQUIRE_PEERS=1` (set by `.ci/run`) missing fixtures fail the test.
-pub fn fixtures() -> Option<Value> {
+/// The fixture manifest written by `make_fixtures.py`. A test calling it needs the peers: it is
+/// `#[ignore]`d, and run by `scripts/test.sh` (`--include-ignored`), where a missing manifest fails it.
+pub fn fixtures() -> Value {
     fixture_manifest("manifest.json", "make_fixtures.py")
 }
 
 /// The manifest of the tables Spark 4.1 + Iceberg 1.12 wrote (`make_fixtures_spark4.py`, catalog
-/// `fixtures_spark41`: format v3 with deletion vectors and row lineage, v2, equality deletes), or
-/// `None` as [`fixtures`].
-pub fn fixtures_spark41() -> Option<Value> {
+/// `fixtures_spark41`: format v3 with deletion vectors and row lineage, v2, equality deletes), as
+/// [`fixtures`].
+pub fn fixtures_spark41() -> Value {
     fixture_manifest("manifest-spark41.json", "make_fixtures_spark4.py")
 }
 
-fn fixture_manifest(name: &str, generator: &str) -> Option<Value> {
+fn fixture_manifest(name: &str, generator: &str) -> Value {
     let dir = std::env::var("CRYO_FIXTURES")
         .map_or_else(|_| repo_root().join("target/cryo-fixtures"), PathBuf::from);
     let path = dir.join(name);
-    match std::fs::read(&path) {
-        Ok(bytes) => Some(serde_json::from_slice(&bytes).expect("fixture manifest is JSON")),
-        Err(e) if std::env::var("CRYO_REQUIRE_PEERS").as_deref() == Ok("1") => {
-            panic!(
-                "fixtures missing at {}: {e} (run tests/fixtures/{generator})",
-                path.display()
-            )
-        }
-        Err(_) => {
-            eprintln!(
-                "skipping: no fixtures at {} (run tests/fixtures/{generator})",
-                path.display()
-            );
-            None
-        }
-    }
+    let bytes = std::fs::read(&path).unwrap_or_else(|e| {
+        panic!(
+            "this test needs the peers' fixtures, missing at {}: {e}. Run scripts/test.sh (it \
+             writes them and runs these tests), or write them with tests/fixtures/{generator} \
+             (scripts/README.md) into target/cryo-fixtures or $CRYO_FIXTURES",
+            path.display()
+        )
+    });
+    serde_json::from_slice(&bytes).expect("fixture manifest is JSON")
 }
 
 /// The catalog config of one fixture catalog.
@@ -64,17 +57,16 @@ pub fn fixture_catalog(manifest: &Value, name: &str) -> CatalogConfig {
     CatalogConfig::new(name, props)
 }
 
-/// An environment variable the loopback services set (`scripts/services.sh`), or `None` when
-/// the services are not running (fails instead with `CRYO_REQUIRE_PEERS=1`).
-pub fn service_env(name: &str) -> Option<String> {
+/// An environment variable the loopback services set (`scripts/services.sh`). A test calling it
+/// needs the services: it is `#[ignore]`d, and run by `scripts/test.sh`, where a missing variable
+/// fails it.
+pub fn service_env(name: &str) -> String {
     match std::env::var(name) {
-        Ok(v) if !v.is_empty() => Some(v),
-        _ if std::env::var("CRYO_REQUIRE_PEERS").as_deref() == Ok("1") => {
-            panic!("{name} is not set: start scripts/services.sh and source its services.env")
-        }
-        _ => {
-            eprintln!("skipping: {name} not set (scripts/services.sh not running)");
-            None
-        }
+        Ok(v) if !v.is_empty() => v,
+        _ => panic!(
+            "this test needs the loopback services, and {name} is not set. Run scripts/test.sh (it \
+             starts them and runs these tests), or start scripts/services.sh and source its \
+             services.env"
+        ),
     }
 }

@@ -159,30 +159,25 @@ async fn rewrite_and_check(
     out
 }
 
-async fn fixture_table(name: &str) -> Option<(LoadedTable, serde_json::Value)> {
-    let manifest = fixtures()?;
+async fn fixture_table(name: &str) -> (LoadedTable, serde_json::Value) {
+    let manifest = fixtures();
     let entry = manifest["tables"][name].clone();
-    if entry.is_null() {
-        assert!(
-            std::env::var("CRYO_REQUIRE_PEERS").as_deref() != Ok("1"),
-            "fixture {name} missing: rerun tests/fixtures/make_fixtures.py"
-        );
-        eprintln!("skipping: fixture {name} missing (rerun tests/fixtures/make_fixtures.py)");
-        return None;
-    }
+    assert!(
+        !entry.is_null(),
+        "fixture {name} missing: rerun tests/fixtures/make_fixtures.py"
+    );
     let catalog_name = entry["catalog"].as_str().unwrap();
     let catalog = Catalog::connect(fixture_catalog(&manifest, catalog_name))
         .await
         .unwrap();
     let id = TableId::parse(entry["identifier"].as_str().unwrap()).unwrap();
-    Some((catalog.load_table(&id).await.unwrap(), entry))
+    (catalog.load_table(&id).await.unwrap(), entry)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the peers: scripts/test.sh runs it (cargo test -- --include-ignored)"]
 async fn pyiceberg_spec_and_schema_evolution() {
-    let Some((table, entry)) = fixture_table("fixtures.pyiceberg.events").await else {
-        return;
-    };
+    let (table, entry) = fixture_table("fixtures.pyiceberg.events").await;
     let dir = tempfile::tempdir().unwrap();
     let table = relocated(&table, dir.path());
     // Every file is small (512 MiB target): each is planned or skipped for min_input_files.
@@ -247,10 +242,9 @@ async fn pyiceberg_spec_and_schema_evolution() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the peers: scripts/test.sh runs it (cargo test -- --include-ignored)"]
 async fn spark_position_deletes() {
-    let Some((table, entry)) = fixture_table("fixtures.spark.orders_mor").await else {
-        return;
-    };
+    let (table, entry) = fixture_table("fixtures.spark.orders_mor").await;
     let dir = tempfile::tempdir().unwrap();
     let table = relocated(&table, dir.path());
     let options = CompactOptions {
@@ -285,10 +279,9 @@ async fn spark_position_deletes() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the peers: scripts/test.sh runs it (cargo test -- --include-ignored)"]
 async fn spark_equality_deletes_respect_sequence_numbers() {
-    let Some((table, entry)) = fixture_table("fixtures.spark.upserts_eq").await else {
-        return;
-    };
+    let (table, entry) = fixture_table("fixtures.spark.upserts_eq").await;
     let dir = tempfile::tempdir().unwrap();
     let table = relocated(&table, dir.path());
     let options = CompactOptions {
@@ -322,11 +315,10 @@ async fn spark_equality_deletes_respect_sequence_numbers() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the peers: scripts/test.sh runs it (cargo test -- --include-ignored)"]
 async fn hadoop_and_v1_tables() {
     for name in ["hadoop.db.hadoop_tbl", "fixtures.spark.legacy_v1"] {
-        let Some((table, entry)) = fixture_table(name).await else {
-            return;
-        };
+        let (table, entry) = fixture_table(name).await;
         let dir = tempfile::tempdir().unwrap();
         let table = relocated(&table, dir.path());
         let options = CompactOptions {
@@ -345,10 +337,9 @@ async fn hadoop_and_v1_tables() {
 /// read it, so the expected rows come from the fixture (Spark's count, and ids that are
 /// multiples of 7 deleted).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the peers: scripts/test.sh runs it (cargo test -- --include-ignored)"]
 async fn spark_v3_deletion_vectors() {
-    let Some((table, entry)) = fixture_table("fixtures_v3.spark.events_dv").await else {
-        return;
-    };
+    let (table, entry) = fixture_table("fixtures_v3.spark.events_dv").await;
     let dir = tempfile::tempdir().unwrap();
     let table = relocated(&table, dir.path());
     let options = CompactOptions {
@@ -389,10 +380,9 @@ async fn spark_v3_deletion_vectors() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the peers: scripts/test.sh runs it (cargo test -- --include-ignored)"]
 async fn partition_filter_from_a_plan_chunk_and_thresholds() {
-    let Some((table, _)) = fixture_table("fixtures.pyiceberg.events").await else {
-        return;
-    };
+    let (table, _) = fixture_table("fixtures.pyiceberg.events").await;
     let all = plan_compaction(&table, &CompactOptions::default())
         .await
         .unwrap();
@@ -926,10 +916,9 @@ mod ordered {
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    #[ignore = "needs the peers: scripts/test.sh runs it (cargo test -- --include-ignored)"]
     async fn pyiceberg_sorted_by_column() {
-        let Some((table, _)) = fixture_table("fixtures.pyiceberg.events").await else {
-            return;
-        };
+        let (table, _) = fixture_table("fixtures.pyiceberg.events").await;
         let dir = tempfile::tempdir().unwrap();
         let table = relocated(&table, dir.path());
         let options = CompactOptions {
@@ -1070,6 +1059,7 @@ async fn compacted_tables_for_peers() {
 /// The planner's `rewrite_data_files` chunks name partitions exactly as `plan_compaction`
 /// groups them: each chunk selects its own groups, and the chunks together cover the plan.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the peers: scripts/test.sh runs it (cargo test -- --include-ignored)"]
 async fn planner_chunks_select_compaction_groups() {
     use cryo_core::grade::{GradeOptions, grade};
     use cryo_core::ops::Operation;
@@ -1077,9 +1067,7 @@ async fn planner_chunks_select_compaction_groups() {
     use cryo_core::scan::{ScanOptions, scan_loaded};
     let mut checked = 0;
     for name in ["fixtures.pyiceberg.events", "fixtures.spark.orders_mor"] {
-        let Some((table, _)) = fixture_table(name).await else {
-            return;
-        };
+        let (table, _) = fixture_table(name).await;
         let now = 1_900_000_000_000;
         let scan = scan_loaded(&table, "fixtures", &ScanOptions::default(), now)
             .await
@@ -1126,7 +1114,5 @@ async fn planner_chunks_select_compaction_groups() {
             }
         }
     }
-    if fixtures().is_some() {
-        assert!(checked > 0, "the planner asked for rewrite_data_files");
-    }
+    assert!(checked > 0, "the planner asked for rewrite_data_files");
 }

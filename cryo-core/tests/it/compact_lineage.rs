@@ -292,10 +292,9 @@ async fn v2_rewrites_write_no_lineage_columns() {
 /// temporary `write.data.path` and not committed: the shared fixtures never change; commits
 /// are covered above and, read back by Spark, in tests/py.)
 #[tokio::test]
+#[ignore = "needs the peers: scripts/test.sh runs it (cargo test -- --include-ignored)"]
 async fn spark_v3_tables_keep_their_lineage_through_rewrites() {
-    let Some(manifest) = fixtures() else {
-        return;
-    };
+    let manifest = fixtures();
     let tables: Vec<(String, String)> = manifest["tables"]
         .as_object()
         .unwrap()

@@ -1,5 +1,5 @@
 //! Integration tests, compiled into one binary to keep link time down.
-#![allow(clippy::unwrap_used, clippy::print_stderr)] // test code: unwrap to fail loudly, eprintln for skip notices
+#![allow(clippy::unwrap_used, clippy::print_stderr)] // test code: unwrap to fail loudly, eprintln for measurements and diagnostics
 
 mod bad_input;
 mod catalogs;
