@@ -39,7 +39,9 @@ DIR=$(realpath -m "${DIR:-$ROOT/fuzz/target}")  # absolute: cargo fuzz runs in f
 
 replay() {
   echo "== fuzz: replaying the committed seeds and reproducers (stable)"
-  cargo test -p cryo-core --test it fuzz_corpus
+  # CRYO_CORE_FEATURES: the feature set the caller's other builds use (scripts/test.sh), so this
+  # test binary is the one already built, not a rebuild of the graph with other features.
+  cargo test -p cryo-core ${CRYO_CORE_FEATURES:+--features "$CRYO_CORE_FEATURES"} --test it fuzz_corpus
 }
 
 if ! cargo +nightly --version >/dev/null 2>&1; then

@@ -33,6 +33,8 @@ PIP_SPECS=(
   'tqdm==4.67.1'                # the cryo package's optional progress bars (tests/py/test_python_cli.py)
   'trino==0.340.0'              # Trino's DB-API client: tests/py/test_trino_peer.py against the real server
   'bcrypt==5.0.0'               # services.sh hashes the Trino test user's password (file authenticator)
+  'ruff==0.17.6'                # the Python linter scripts/test.sh runs (ruff.toml)
+  'typos==1.52.2'               # the spelling check scripts/test.sh runs (_typos.toml)
 )
 # Spark 4.1 + Iceberg 1.12: a second Spark line (format v3 with row lineage), in its own venv
 # (pyspark 3.5 and 4.1 cannot share one). iceberg-spark-runtime-4.1_2.13 is the runtime for Spark 4.1

@@ -4,7 +4,7 @@
 # the Python and Node packages.
 #
 #   bash scripts/test.sh            # everything (installs the peers on first use, ~2 min)
-#   CRYO_TEST_FAST=1 bash ...       # Rust only, peers-dependent tests skip themselves
+#   CRYO_TEST_FAST=1 bash ...       # Rust only: the tests that need the peers are counted as ignored
 #
 # The peers go to ${CRYO_PEERS_DIR:-~/.cache/cryo-peers}; fixtures to target/cryo-fixtures.
 set -euo pipefail
@@ -29,19 +29,57 @@ durations() {
 }
 
 if [ "${CRYO_TEST_FAST:-0}" = 1 ]; then
-  step "cargo test (fast: no peers)"
+  step "cargo test (fast: no peers; the tests that need them are counted as ignored)"
   cargo test -p cryo-core
   exit 0
 fi
+
+# One feature set for every build below (the workspace tests, the quickstart, the Python wheel and
+# the Node addon): cryo-core with `datafusion`. Cargo then compiles each dependency and cryo-core
+# once per profile and shares them; a build with another feature set (even one dev-dependency
+# feature, or cryo-core without `datafusion`) rebuilds most of the graph (~10 min on 2 cores).
+# The same goes for the target: napi's build always passes `--target <host triple>`, which puts
+# its artifacts under target/<triple>/; naming the host triple for every build puts them all there.
+# Tests that build an example themselves (tests/py) read both variables.
+CORE_FEATURES=datafusion
+WS_FEATURES=cryo-core/$CORE_FEATURES
+export CRYO_CORE_FEATURES=$CORE_FEATURES
+CARGO_BUILD_TARGET=$(rustc -vV | sed -n 's/^host: //p')
+export CARGO_BUILD_TARGET
+
+# What the workspace lints and rustfmt.toml promise, before anything is built.
+step "rustfmt"
+cargo fmt --all --check
+
+# The build needs nothing the peers bring: it starts first and runs while the peers install, the
+# services start and the fixtures are written; the tests wait for it.
+mkdir -p target
+step "cargo build (workspace: core + bindings, in the background)"
+cargo build --workspace --all-targets --features "$WS_FEATURES" >target/cargo-build.log 2>&1 &
+build_pid=$! build_t0=$(date +%s)
+trap 'durations; [ -z "${build_pid:-}" ] || kill "$build_pid" 2>/dev/null || true' EXIT
+wait_build() {
+  local rc=0
+  [ -n "${build_pid:-}" ] || return 0
+  wait "$build_pid" || rc=$?
+  build_pid=""
+  tail -n 3 target/cargo-build.log
+  echo "cargo build: $(($(date +%s) - build_t0)) s from its start"
+  [ "$rc" = 0 ] || { cat target/cargo-build.log; echo "cargo build failed ($rc)"; exit "$rc"; }
+}
 
 step "peers"
 bash scripts/peers.sh
 # shellcheck disable=SC1091
 . "${CRYO_PEERS_DIR:-$HOME/.cache/cryo-peers}/peers.env"
 
+step "python lint and spelling (ruff, typos)"
+"$PEERS_VENV/bin/ruff" check cryo-py/python tests/py tests/fixtures benches examples
+"$PEERS_VENV/bin/typos"
+
 step "services"
 bash scripts/services.sh start
-trap 'durations; bash "$ROOT/scripts/services.sh" stop >/dev/null 2>&1 || true' EXIT
+trap 'durations; for p in ${build_pid:-} ${fuzz_pid:-}; do kill "$p" 2>/dev/null || true; done; bash "$ROOT/scripts/services.sh" stop >/dev/null 2>&1 || true' EXIT
 set -a
 # shellcheck disable=SC1091
 . "$CRYO_PEERS_DIR/run/services.env"
@@ -69,23 +107,34 @@ if [ -n "$spark4_fixtures" ]; then
 fi
 export CRYO_FIXTURES=$FIXTURES CRYO_REQUIRE_PEERS=1
 
-step "cargo build (workspace: core + bindings)"
-cargo build --workspace --all-targets
+step "cargo build (waiting for the background build)"
+wait_build
 
-step "cargo test"
-cargo test -p cryo-core
+# Every target and feature, warnings as errors; then the docs, broken links included.
+step "clippy and rustdoc (warnings are errors)"
+cargo clippy --workspace --all-targets --features "$WS_FEATURES" -- -D warnings
+RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --features "$WS_FEATURES"
+
+# --include-ignored: the tests that need the peers (ignored by a plain `cargo test`) run here,
+# where the fixtures and services are up; the measurement test is left to its benchmark.
+step "cargo test (with the peers)"
+# (commit_rest::rest_table_written_by_pyiceberg is run by tests/py/test_commit_rest.py, which
+# writes the table it needs.)
+cargo test -p cryo-core --features "$CORE_FEATURES" -- --include-ignored --skip compact_bench \
+  --skip commit_rest::rest_table_written_by_pyiceberg
 
 # Bounded fuzzing (scripts/fuzz.sh: cold build + FUZZ_SECONDS per target; without a nightly
 # toolchain it says so and replays the seeds only). Longer runs by hand: see scripts/README.md.
-step "fuzz (cargo-fuzz, ${FUZZ_SECONDS:-60} s per target)"
-bash scripts/fuzz.sh
-
-step "cargo test --features datafusion (sorted and z-ordered rewrites that spill)"
-cargo test -p cryo-core --features datafusion --test it compact
+# It runs in the background beside the quickstart and pytest (whose Spark JVMs and soak leave a
+# core idle much of the time: each target fuzzes for a fixed time, so it costs them little) and is
+# waited for at the end.
+step "fuzz (cargo-fuzz, ${FUZZ_SECONDS:-60} s per target, in the background)"
+bash scripts/fuzz.sh >target/fuzz.log 2>&1 &
+fuzz_pid=$!
 
 step "the main job (README's first command, debug build)"
 rm -rf target/quickstart-demo
-out=$(cargo run -q --example quickstart -- target/quickstart-demo)
+out=$(cargo run -q --features "$CORE_FEATURES" --example quickstart -- target/quickstart-demo)
 for expect in "built demo lake" "lake.healthy      A" "plan written to" "SQL for Trino" "SQL for Spark" \
               "maintenance run, dry run" "maintenance run on the native engine" "the fleet after the run" \
               "lake.clickstream: grade F"; do
@@ -94,13 +143,13 @@ done
 grep -qE 'receipts \([0-9]+ succeeded, [0-9]+ dry run, [0-9]+ skipped, [0-9]+ deferred, 0 failed\)' <<<"$out" \
   || { echo "quickstart maintenance run had failures"; echo "$out" | tail -60; exit 1; }
 # A second run starts again from the decayed lake (the first one compacted a table).
-out=$(cargo run -q --example quickstart -- target/quickstart-demo)
+out=$(cargo run -q --features "$CORE_FEATURES" --example quickstart -- target/quickstart-demo)
 grep -qF "lake.clickstream: grade F" <<<"$out" || { echo "second quickstart run did not start from the decayed lake"; exit 1; }
 
 step "python package (cryo-py: debug build installed into the peers venv)"
 # With cryo-core's datafusion feature: the package's sorted and z-ordered compactions run for real in
 # tests/py/test_lineage_spark41.py (without it they refuse, `unsupported`).
-VIRTUAL_ENV=$PEERS_VENV "$PEERS_PYTHON" -m maturin develop -q -m cryo-py/Cargo.toml --features cryo-core/datafusion
+VIRTUAL_ENV=$PEERS_VENV "$PEERS_PYTHON" -m maturin develop -q -m cryo-py/Cargo.toml --features "$WS_FEATURES"
 
 # Two pytest runs side by side (each is mostly one core: a Spark JVM, a Python process, waits): the
 # second Spark line's tests (Spark 4.1 + Iceberg 1.12: its module, and the cross-implementation modules'
@@ -124,7 +173,7 @@ cat target/pytest-spark41/log
 # Airflow and Dagster have their own venv (scripts/peers.sh): install the cryo wheel there and run
 # the orchestrator tests with its python (they skip, saying why, under the peers venv above).
 # The same features as `maturin develop` above: Cargo reuses that build instead of compiling cryo-py again.
-rm -rf target/cryo-wheel && "$PEERS_PYTHON" -m maturin build -q --profile dev -m cryo-py/Cargo.toml --features cryo-core/datafusion -o target/cryo-wheel
+rm -rf target/cryo-wheel && "$PEERS_PYTHON" -m maturin build -q --profile dev -m cryo-py/Cargo.toml --features "$WS_FEATURES" -o target/cryo-wheel
 step "Airflow and Dagster ($ORCHESTRATORS_PYTHON)"
 "$ORCHESTRATORS_PYTHON" -m pip install -q --force-reinstall --no-deps target/cryo-wheel/*.whl
 "$ORCHESTRATORS_PYTHON" -m pytest -q tests/py/test_orchestrators.py
@@ -150,7 +199,13 @@ if ! command -v faketime >/dev/null 2>&1; then
   $sudo apt-get update -qq && $sudo apt-get install -y -qq faketime >/dev/null
 fi
 npm --prefix cryo-node ci --no-audit --no-fund
-npm --prefix cryo-node run build
+npm --prefix cryo-node run build -- --features "$WS_FEATURES"
 node --test cryo-node/test/*.test.mjs
+
+step "fuzz (waiting for the background run)"
+rc=0; wait "$fuzz_pid" || rc=$?
+fuzz_pid=""
+cat target/fuzz.log
+[ "$rc" = 0 ] || { echo "fuzzing failed ($rc)"; exit "$rc"; }
 
 step "done"

@@ -180,7 +180,7 @@ def env_info() -> dict[str, Any]:
     info: dict[str, Any] = {"cpus": os.cpu_count(), "kernel": platform.release(), "python": platform.python_version()}
     try:
         with open("/proc/cpuinfo") as f:
-            info["cpu"] = next((l.split(":", 1)[1].strip() for l in f if l.startswith("model name")), None)
+            info["cpu"] = next((line.split(":", 1)[1].strip() for line in f if line.startswith("model name")), None)
         with open("/proc/meminfo") as f:
             info["mem_total_gb"] = round(int(f.readline().split()[1]) / 1024 / 1024, 1)
     except OSError:

@@ -59,8 +59,9 @@ import subprocess
 import sys
 import time
 import traceback
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
@@ -804,8 +805,6 @@ def read_spark_fingerprint(run: Run) -> tuple[Any, Any]:
 
 
 def verify(run: Run) -> dict:
-    import pyarrow as pa
-
     model, last, recs = model_rows(run)
     expected = rows_table(sorted(model.values(), key=lambda r: r["id"]))
     exp_fp = cryo_peers.fingerprint(expected)
@@ -902,7 +901,7 @@ def summarize(run: Run) -> dict:
                 for r in errs[:3]
             ]
     totals = collections.Counter()
-    for name, c in jobs.items():
+    for c in jobs.values():
         for k, v in c.items():
             if isinstance(v, int):
                 totals[k] += v

@@ -6,6 +6,9 @@
 //! stable code and a redacted cause chain, and the package's `errors.js` turns them into
 //! `CryoError` subclasses ([`errors`]); tabular results leave as Arrow IPC streams ([`arrow`]),
 //! small results as classes and typed objects ([`models`]).
+// Reason: a cdylib has no Rust users; these crate docs are for its maintainers and point at
+// its private modules on purpose (`cargo doc --document-private-items` renders them).
+#![allow(rustdoc::private_intra_doc_links)]
 
 mod arrow;
 mod catalog;

@@ -5,6 +5,9 @@
 //! runs on one shared runtime with the GIL released and Ctrl-C honoured ([`runtime`]), errors
 //! become a small exception hierarchy ([`errors`]), tabular results leave as Arrow streams
 //! ([`arrow`]) and small results as frozen classes ([`models`]).
+// Reason: a cdylib has no Rust users; these crate docs are for its maintainers and point at
+// its private modules on purpose (`cargo doc --document-private-items` renders them).
+#![allow(rustdoc::private_intra_doc_links)]
 
 mod arrow;
 mod catalog;

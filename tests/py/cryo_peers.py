@@ -11,13 +11,17 @@ Run with the peers venv (``scripts/peers.sh``): ``$PEERS_PYTHON`` from ``$CRYO_P
   reads of the same table agree on.
 - ``read_pyiceberg(...)``, ``read_duckdb(metadata_json)``, ``read_spark(spark, ident)``: each returns a
   ``pyarrow.Table``.
+- ``require(condition, reason)``, ``require_module(name)``: a test whose peer is missing skips, saying
+  why, or fails under ``CRYO_REQUIRE_PEERS=1`` (``scripts/test.sh``, where every peer is installed and
+  running). Every peer check goes through them; a plain ``pytest.skip`` is for the platform or a peer's
+  documented limitation, never for a missing peer.
 """
 
 from __future__ import annotations
 
-import base64
 import decimal
 import hashlib
+import importlib
 import math
 import os
 import shlex
@@ -32,6 +36,8 @@ __all__ = [
     "Fingerprint",
     "canonical_rows",
     "fingerprint",
+    "require",
+    "require_module",
     "peers_env",
     "services_env",
     "read_duckdb",
@@ -52,6 +58,8 @@ __all__ = [
     "SPARK_LINES",
     "add_spark_catalogs",
     "SPARK_PROCEDURES",
+    "cargo_features",
+    "cargo_examples",
 ]
 
 # The Spark procedure that Cryo's Spark renderer calls for each plan operation.
@@ -64,6 +72,61 @@ SPARK_PROCEDURES = {
     "expire_snapshots": "expire_snapshots",
     "remove_orphan_files": "remove_orphan_files",
 }
+
+# --------------------------------------------------------------------------------------------
+# Cargo, as scripts/test.sh builds
+# --------------------------------------------------------------------------------------------
+
+_REPO = Path(__file__).resolve().parents[2]
+
+
+def cargo_features() -> list[str]:
+    """The feature flags of the run's other cargo builds (``CRYO_CORE_FEATURES``, set by
+    scripts/test.sh): with them a test's cargo call reuses that build; with other features cargo
+    would compile most of the dependency graph again."""
+    features = os.environ.get("CRYO_CORE_FEATURES", "")
+    return ["--features", features] if features else []
+
+
+def cargo_examples(*names: str) -> Path:
+    """Build cryo-core's examples ``names`` (debug) and return the directory cargo put them in
+    (``CARGO_TARGET_DIR`` and ``CARGO_BUILD_TARGET`` read as cargo reads them)."""
+    import subprocess
+
+    cmd = ["cargo", "build", "-q", "-p", "cryo-core", *cargo_features()]
+    for name in names:
+        cmd += ["--example", name]
+    subprocess.run(cmd, cwd=_REPO, check=True, timeout=3600)
+    target = Path(os.environ.get("CARGO_TARGET_DIR") or _REPO / "target")
+    triple = os.environ.get("CARGO_BUILD_TARGET")
+    return (target / triple if triple else target) / "debug" / "examples"
+
+
+# --------------------------------------------------------------------------------------------
+# A missing peer: skip, or fail under CRYO_REQUIRE_PEERS=1
+# --------------------------------------------------------------------------------------------
+
+
+def require(condition: object, reason: str) -> None:
+    """Nothing when ``condition`` holds; else the test (or, at import time, its module) skips saying
+    ``reason``, or fails with it under ``CRYO_REQUIRE_PEERS=1``. ``reason`` says what is missing and how
+    to get it (``scripts/peers.sh``, ``scripts/services.sh start``, ...)."""
+    if condition:
+        return
+    import pytest
+
+    if os.environ.get("CRYO_REQUIRE_PEERS") == "1":
+        pytest.fail(f"{reason} (CRYO_REQUIRE_PEERS=1: the peer is required)", pytrace=False)
+    pytest.skip(reason, allow_module_level=True)
+
+
+def require_module(name: str, reason: str | None = None) -> Any:
+    """The module ``name`` imported, through ``require`` (``pytest.importorskip`` for a peer)."""
+    try:
+        return importlib.import_module(name)
+    except ImportError as e:
+        require(False, reason or f"{name} cannot be imported ({e}): scripts/peers.sh installs it; run with $PEERS_PYTHON")
+
 
 # --------------------------------------------------------------------------------------------
 # Environment written by scripts/peers.sh
@@ -435,13 +498,8 @@ def spark_line_or_skip(line: str) -> str:
     """``line`` when it runs here; else the test skips, or fails under ``CRYO_REQUIRE_PEERS=1``. The
     cross-implementation modules run once per line: ``@pytest.fixture(scope="module",
     params=SPARK_LINES, ids=spark_line_id)``, then ``SparkWorker(..., line=spark_line_or_skip(request.param))``."""
-    import pytest
-
     missing = spark_line_missing(line)
-    if missing:
-        if os.environ.get("CRYO_REQUIRE_PEERS") == "1":
-            pytest.fail(f"{missing} (CRYO_REQUIRE_PEERS=1: every Spark line is required)")
-        pytest.skip(missing)
+    require(missing is None, missing or "")
     return line
 
 

@@ -432,8 +432,7 @@ def env(request, tmp_path_factory):
         cryo_bin = Path(os.environ["CRYO_COMPACT_BIN"])
     else:
         with _timed("cargo build --example compact"):
-            subprocess.run(["cargo", "build", "-q", "-p", "cryo-core", "--example", "compact"], cwd=REPO, check=True, timeout=3600)
-        cryo_bin = Path(os.environ.get("CARGO_TARGET_DIR") or REPO / "target") / "debug" / "examples" / "compact"
+            cryo_bin = cryo_peers.cargo_examples("compact") / "compact"
     with _timed("spark child start"):
         spark = SparkWorker(root / "catalog.db", root / "warehouse", log=root / "spark-worker.log", app_name="cryo-test-compact-interop", line=line)
     assert spark.start_info["catalog_connections_closed"] >= 1, "the JDBC catalog's leaked lock was not released"
@@ -761,8 +760,9 @@ def _check_warehouse(env: Env, ident: str, out: dict, unref_before: set[str], wr
 
 def test_pyiceberg_append_while_cryo_waits_retries_and_commits_everything(env):
     """(a) A PyIceberg append lands between Cryo's rewrite and its commit."""
-    import make_fixtures
     from pyiceberg.transforms import DayTransform, IdentityTransform
+
+    import make_fixtures
 
     ident = "conc.events_append"
     cat = env.catalog()

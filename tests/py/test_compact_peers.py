@@ -31,7 +31,7 @@ OUT = REPO / "target" / "cryo-compacted" / "compacted.json"
 def compacted() -> dict:
     if not OUT.exists() or os.environ.get("CRYO_COMPACTED_REBUILD"):
         subprocess.run(
-            ["cargo", "test", "-q", "-p", "cryo-core", "--test", "it", "compact::compacted_tables_for_peers", "--", "--exact"],
+            ["cargo", "test", "-q", "-p", "cryo-core", *cryo_peers.cargo_features(), "--test", "it", "compact::compacted_tables_for_peers", "--", "--exact"],
             cwd=REPO,
             check=True,
             timeout=1800,

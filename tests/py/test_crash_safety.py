@@ -304,9 +304,7 @@ def lake(tmp_path_factory):
     if os.environ.get("CRYO_EXAMPLES_DIR"):
         bins = Path(os.environ["CRYO_EXAMPLES_DIR"])
     else:
-        cmd = ["cargo", "build", "-q", "-p", "cryo-core", "--example", "compact", "--example", "expire", "--example", "orphans"]
-        subprocess.run(cmd, cwd=REPO, check=True, timeout=3600)
-        bins = Path(os.environ.get("CARGO_TARGET_DIR") or REPO / "target") / "debug" / "examples"
+        bins = cryo_peers.cargo_examples("compact", "expire", "orphans")
     build_s = time.monotonic() - t0
     lake = Lake(root, bins)
     rows = build_table(lake.work)

@@ -31,7 +31,7 @@ TABLES = ["lake.clickstream", "lake.customers", "lake.healthy", "lake.metrics_v1
 
 @pytest.fixture(scope="session")
 def lake() -> dict:
-    cmd = ["cargo", "run", "--quiet", "-p", "cryo-core", "--example", "demo_lake"]
+    cmd = ["cargo", "run", "--quiet", "-p", "cryo-core", *cryo_peers.cargo_features(), "--example", "demo_lake"]
     if os.environ.get("CRYO_DEMO_LAKE_PROFILE") == "release":
         cmd.insert(2, "--release")
     cmd += ["--", str(LAKE_DIR)]
@@ -64,7 +64,7 @@ def spark(lake):
 def fingerprints(lake):
     """Memoized (reader, table) -> Fingerprint, so each table is read once per reader."""
 
-    @functools.lru_cache(maxsize=None)
+    @functools.cache
     def get(reader: str, ident: str, spark=None) -> cryo_peers.Fingerprint:
         name, db, warehouse = _catalog(lake)
         t = _table(lake, ident)

@@ -301,8 +301,7 @@ def lake(request, tmp_path_factory):
 def _cryo_bin() -> Path:
     if os.environ.get("CRYO_EXPIRE_BIN"):
         return Path(os.environ["CRYO_EXPIRE_BIN"])
-    subprocess.run(["cargo", "build", "-q", "-p", "cryo-core", "--example", "expire"], cwd=REPO, check=True, timeout=3600)
-    return Path(os.environ.get("CARGO_TARGET_DIR") or REPO / "target") / "debug" / "examples" / "expire"
+    return cryo_peers.cargo_examples("expire") / "expire"
 
 
 def _cryo(lake: Lake, *args: str) -> dict:

@@ -20,7 +20,6 @@ Run with the peers venv:  $PEERS_PYTHON -m pytest tests/py/test_fleet_spark.py
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -108,9 +107,8 @@ def _child(root: Path, out: Path) -> None:
 
 @pytest.fixture(scope="module")
 def run(tmp_path_factory):
-    cryo_peers.require_spark() if hasattr(cryo_peers, "require_spark") else None
-    if not os.environ.get("SPARK_JARS") and not cryo_peers.peers_env().get("SPARK_JARS"):
-        pytest.skip("Spark's Iceberg runtime is not installed (scripts/peers.sh)")
+    # The child's Spark session takes this line's jars (spark_session's default).
+    cryo_peers.spark_line_or_skip(cryo_peers.spark_line())
     root = tmp_path_factory.mktemp("fleet-spark")
     out = root / "out.json"
     proc = subprocess.run(

@@ -196,13 +196,7 @@ def env(request, tmp_path_factory):
         bins = Path(os.environ["CRYO_EXAMPLES_DIR"])
     else:
         with _timed("cargo build --example rewrite_*"):
-            subprocess.run(
-                ["cargo", "build", "-q", "-p", "cryo-core", "--example", "rewrite_manifests", "--example", "rewrite_position_deletes"],
-                cwd=REPO,
-                check=True,
-                timeout=3600,
-            )
-        bins = Path(os.environ.get("CARGO_TARGET_DIR") or REPO / "target") / "debug" / "examples"
+            bins = cryo_peers.cargo_examples("rewrite_manifests", "rewrite_position_deletes")
     db, warehouse = root / "catalog.db", root / "warehouse"
     warehouse.mkdir()
     with _timed("pyiceberg table"):

@@ -18,10 +18,13 @@ from pathlib import Path
 
 import pytest
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import cryo_peers  # noqa: E402
+
 pytest.importorskip("cryo", reason="install the package first: $PEERS_PYTHON -m maturin develop -m cryo-py/Cargo.toml")
-nbformat = pytest.importorskip("nbformat")
-nbclient = pytest.importorskip("nbclient")
-pytest.importorskip("ipykernel")
+nbformat = cryo_peers.require_module("nbformat")
+nbclient = cryo_peers.require_module("nbclient")
+cryo_peers.require_module("ipykernel")
 
 NOTEBOOK = Path(__file__).resolve().parents[2] / "examples" / "notebook.ipynb"
 ROW = re.compile(r'class="cryo-fleet-row" data-table="([^"]+)" data-grade="([A-F])" data-score="(\d+)"')

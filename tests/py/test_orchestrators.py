@@ -95,8 +95,9 @@ def _dag_test(tmp: Path, approve_with: str) -> dict:
 
 
 def test_airflow_example_dag_runs_the_reviewed_plan(tmp_path):
-    import cryo
     import pyarrow as pa
+
+    import cryo
 
     result = _dag_test(tmp_path, "reviewed")
     assert result["tasks"] == {"grade": "success", "review": "success", "run": "success"}, result["log"][-3000:]
@@ -171,9 +172,10 @@ def test_airflow_connection_config_keeps_secrets_out(tmp_path, monkeypatch):
 
 
 def test_dagster_assets_materialize_with_metadata(tmp_path):
-    import cryo
     import dagster as dg
     import pyarrow as pa
+
+    import cryo
     from cryo.dagster import CryoResource, cryo_maintenance_assets
 
     lake = cryo.demo_lake(tmp_path / "lake")

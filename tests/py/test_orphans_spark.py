@@ -230,8 +230,7 @@ def env(request, tmp_path_factory):
     if os.environ.get("CRYO_ORPHANS_BIN"):
         cryo_bin = Path(os.environ["CRYO_ORPHANS_BIN"])
     else:
-        subprocess.run(["cargo", "build", "-q", "-p", "cryo-core", "--example", "orphans"], cwd=REPO, check=True, timeout=3600)
-        cryo_bin = Path(os.environ.get("CARGO_TARGET_DIR") or REPO / "target") / "debug" / "examples" / "orphans"
+        cryo_bin = cryo_peers.cargo_examples("orphans") / "orphans"
     # PyIceberg creates the catalog tables before Spark's JdbcCatalog opens the file.
     cat = cryo_peers.sql_catalog(root / "catalog.db", root / "warehouse")
     cat.create_namespace_if_not_exists("db")
@@ -259,10 +258,10 @@ def build_tables(env: Env) -> dict[str, tuple[str, str]]:
     t = env.pyiceberg().load_table("db.mixed")
     t.append(_pa_rows(1000, 50))
 
-    from pyiceberg.schema import Schema
-    from pyiceberg.types import DoubleType, LongType, NestedField, StringType, TimestamptzType
     from pyiceberg.partitioning import PartitionField, PartitionSpec
+    from pyiceberg.schema import Schema
     from pyiceberg.transforms import IdentityTransform
+    from pyiceberg.types import DoubleType, LongType, NestedField, StringType, TimestamptzType
 
     schema = Schema(
         NestedField(1, "id", LongType(), required=False),

@@ -168,8 +168,7 @@ def _spark_has_s3() -> bool:
 def test_s3_table_all_readers(manifest, spark):
     key = "fixtures_s3.pyiceberg.s3_small"
     endpoint = _services_env().get("CRYO_MOTO_ENDPOINT", "http://127.0.0.1:5055")
-    if not _up(endpoint):
-        pytest.skip("moto is not running: scripts/services.sh start")
+    cryo_peers.require(_up(endpoint), f"moto S3 does not answer at {endpoint}: scripts/services.sh start")
     if key not in manifest["tables"]:
         manifest = _regenerate("--s3")
     e = manifest["tables"][key]
@@ -194,11 +193,11 @@ def test_s3_table_all_readers(manifest, spark):
 def test_rest_table_all_readers(manifest, spark):
     key = "rest.cryo_rest.small"
     uri = _services_env().get("CRYO_REST_URI", "http://127.0.0.1:8181")
-    if not _up(uri + "/v1/config"):
-        pytest.skip("SeaweedFS is not running: scripts/services.sh start")
+    cryo_peers.require(_up(uri + "/v1/config"), f"SeaweedFS's REST catalog does not answer at {uri}: scripts/services.sh start")
     sys.path.insert(0, str(REPO / "tests" / "fixtures"))
-    import make_fixtures
     from pyiceberg.exceptions import NoSuchNamespaceError, NoSuchTableError
+
+    import make_fixtures
 
     if key not in manifest["tables"]:
         manifest = _regenerate("--rest")

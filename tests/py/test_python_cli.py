@@ -32,6 +32,8 @@ from pathlib import Path
 
 import pytest
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
 cryo = pytest.importorskip("cryo", reason="install the package first: $PEERS_PYTHON -m maturin develop -m cryo-py/Cargo.toml")
 
 
@@ -267,7 +269,9 @@ def test_progress_callbacks(tmp_path, monkeypatch):
 
 
 def test_progress_true_draws_a_tqdm_bar(tmp_path, capsys):
-    pytest.importorskip("tqdm")
+    import cryo_peers  # here only: it brings pyarrow, which the other tests here do without
+
+    cryo_peers.require_module("tqdm")
     cat = cryo.demo_lake(tmp_path / "lake").catalog
     fleet = cat.scan_fleet(progress=True)
     err = capsys.readouterr().err

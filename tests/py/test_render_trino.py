@@ -10,11 +10,15 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 from pathlib import Path
 
 import pytest
 
-tsv = pytest.importorskip("trino_sql_validator")
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import cryo_peers  # noqa: E402
+
+tsv = cryo_peers.require_module("trino_sql_validator")
 
 REPO = Path(__file__).resolve().parents[2]
 GOLDEN = REPO / "golden" / "render" / "trino"

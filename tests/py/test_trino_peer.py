@@ -244,8 +244,8 @@ def _schema(columns: dict[str, str]):
 
 
 def _spec(schema, partition: list[tuple[str, str]]):
-    from pyiceberg.partitioning import PartitionField, PartitionSpec
     from pyiceberg import transforms as X
+    from pyiceberg.partitioning import PartitionField, PartitionSpec
 
     out = []
     for i, (col, t) in enumerate(partition):
@@ -684,7 +684,7 @@ def test_every_handbuilt_statement_runs(handbuilt):
 def test_tables_were_built_as_planned(handbuilt):
     """Several data files per planned partition, merge-on-read delete files where the plan rewrites them."""
     built = 0
-    for case, table, entry in _handbuilt(handbuilt):
+    for case, _table, entry in _handbuilt(handbuilt):
         if entry.get("no_statements"):
             continue
         b = entry["built"]
@@ -738,7 +738,7 @@ def test_statements_did_their_work(handbuilt):
     statistics file. Exempt: a rewrite after a whole-table rewrite-all (convert) of the same table, which
     leaves single-file partitions Trino does not touch."""
     checked = 0
-    for case, table, entry in _handbuilt(handbuilt):
+    for case, _table, entry in _handbuilt(handbuilt):
         after_rewrite_all = False
         for s in entry.get("statements", []):
             if "error" in s:
@@ -766,7 +766,7 @@ def test_rows_unchanged(handbuilt):
     v3) are read by Trino only (PyIceberg 0.12 and DuckDB 1.5.5 refuse the type); PyIceberg cannot read
     Trino's position-delete files (PYICEBERG_TRINO_DELETES)."""
     compared = 0
-    for case, table, entry in _handbuilt(handbuilt):
+    for case, _table, entry in _handbuilt(handbuilt):
         if entry.get("no_statements"):
             continue
         before, after = entry["before"], entry["after"]
@@ -793,7 +793,7 @@ def test_rows_unchanged(handbuilt):
 
 
 def test_snapshots_show_the_rewrites(handbuilt):
-    for case, table, entry in _handbuilt(handbuilt):
+    for case, _table, entry in _handbuilt(handbuilt):
         if "snapshots_after" not in entry:
             continue
         before = {s["snapshot_id"] for s in entry["snapshots_before"]}

@@ -41,8 +41,6 @@ from typing import Any, Union
 
 from . import _cryo, engines, report
 from ._catalog import Catalog, Instant
-from ._fleet import FleetGrades, grade_fleet
-from ._progress import ProgressArg, ProgressEvent, TqdmProgress
 from ._cryo import (
     ArrowResult,
     CommitFence,
@@ -64,6 +62,8 @@ from ._cryo import (
     TableScan,
     __version__,
 )
+from ._fleet import FleetGrades, grade_fleet
+from ._progress import ProgressArg, ProgressEvent, TqdmProgress
 from .errors import (
     CatalogError,
     CommitConflictError,
@@ -79,7 +79,6 @@ from .errors import (
     UnsupportedError,
     ValidationError,
 )
-
 
 # A library's logger: silent unless the application configures logging.
 _logging.getLogger("cryo").addHandler(_logging.NullHandler())

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Iterator, Mapping, Optional, Sequence, Union, overload
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from typing import Any, Optional, Union, overload
 
 from . import _cryo, _html
 from ._cryo import FleetScan, HealthReport, TableScan

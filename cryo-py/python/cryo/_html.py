@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import datetime as _dt
 import html as _html
-from typing import Any, Iterable, Mapping, Optional, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, Optional
 
 # Grade bands (cryo-core: A >= 90, B >= 75, C >= 60, D >= 40, F below): (background, text).
 GRADE_COLOURS = {

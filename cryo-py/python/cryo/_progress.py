@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import sys
-from typing import Any, Callable, Dict, Optional, Union
+from typing import Any, Callable, Optional, Union
 
 #: What a progress callback receives: ``{"stage": str, "done": int, "total": int, "table": str | None}``.
-ProgressEvent = Dict[str, Any]
+ProgressEvent = dict[str, Any]
 #: ``progress=`` of the long calls: a callable, ``True`` (a tqdm bar), ``False`` (nothing) or
 #: ``None`` (a tqdm bar inside a Jupyter notebook when tqdm is installed, else nothing).
 ProgressArg = Union[Callable[[ProgressEvent], Any], bool, None]

@@ -21,7 +21,8 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Any, Mapping, Optional, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any, Optional
 
 from airflow.exceptions import AirflowException
 from airflow.sdk import BaseHook, BaseOperator

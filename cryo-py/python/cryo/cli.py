@@ -25,7 +25,8 @@ import json
 import logging
 import os
 import sys
-from typing import Any, Callable, Optional, Sequence
+from collections.abc import Sequence
+from typing import Any, Callable, Optional
 
 from . import _cryo, demo_lake, grade, report
 from ._catalog import Catalog

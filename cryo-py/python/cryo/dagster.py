@@ -11,7 +11,8 @@ intact and carries the graded fingerprint (metadata: receipt counts, failed tabl
 ``dagster`` (imported here only: ``import cryo`` does not need Dagster).
 """
 
-from typing import Any, Mapping, Optional, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any, Optional
 
 import dagster as dg
 

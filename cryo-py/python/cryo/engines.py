@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Union
+from collections.abc import Mapping, Sequence
+from typing import Any, Optional, Union
 
 from . import _cryo
 from ._cryo import Engine
@@ -47,7 +48,7 @@ def trino(
     certificates to trust besides the system's (a coordinator behind a private CA); certificates are
     always verified.
     """
-    opts: Dict[str, Any] = {"catalog": catalog, "version": version, "user": user, **options}
+    opts: dict[str, Any] = {"catalog": catalog, "version": version, "user": user, **options}
     if password is not None:
         opts["password"] = password
     if access_token is not None:
@@ -85,7 +86,7 @@ class SparkEngine:
         self._seq = 0
         sc = spark.sparkContext
         self.app_id: str = sc.applicationId
-        options: Dict[str, Any] = {
+        options: dict[str, Any] = {
             "catalog": catalog,
             "spark_version": spark_version or spark.version.split("-")[0],
             "iceberg_version": iceberg_version or _iceberg_version(spark),
@@ -99,7 +100,7 @@ class SparkEngine:
         this object only while the run lasts)."""
         return _cryo.python_engine(self, "spark", "spark", [self.app_id], self._options)
 
-    def probe(self) -> Dict[str, List[Dict[str, Any]]]:
+    def probe(self) -> dict[str, list[dict[str, Any]]]:
         """The session's load: running jobs, stages waiting, and Cryo's own running jobs."""
         tracker = self._spark.sparkContext.statusTracker()
         active = set(tracker.getActiveJobsIds())
@@ -124,7 +125,7 @@ class SparkEngine:
             ]
         }
 
-    def execute(self, coordinator: str, sql: str) -> Dict[str, Any]:
+    def execute(self, coordinator: str, sql: str) -> dict[str, Any]:
         """Run one statement in Cryo's job group; its rows come back as plain values."""
         if coordinator != self.app_id:
             raise ValueError(f"this session is {self.app_id}, not {coordinator}")

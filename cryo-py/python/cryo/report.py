@@ -5,7 +5,8 @@
 
 from __future__ import annotations
 
-from typing import Iterable, Union
+from collections.abc import Iterable
+from typing import Union
 
 from . import _cryo
 from ._cryo import FleetOutcome, FleetScan, HealthReport, Plan, RunOutcome, TableScan
