@@ -8,6 +8,42 @@
 //! listed by [`CHECKS`] and rendered to `docs/grading.md`.
 //!
 //! Grading is pure: the same scan, options and `now` always give the same report.
+//!
+//! # Example
+//!
+//! Grade two tables of the demo lake: a streaming writer's decayed table and the healthy
+//! control.
+//!
+//! ```
+//! # tokio::runtime::Runtime::new().unwrap().block_on(async {
+//! use cryo_core::clock::SystemClock;
+//! use cryo_core::demo::{DemoOptions, create_demo_lake};
+//! use cryo_core::grade::{Grade, GradeOptions, grade};
+//! use cryo_core::ops::Operation::{ExpireSnapshots, RewriteDataFiles, RewriteManifests};
+//! use cryo_core::scan::{FleetScanOptions, scan_fleet};
+//!
+//! let dir = tempfile::tempdir()?;
+//! let lake = create_demo_lake(dir.path(), &DemoOptions::default()).await?;
+//! let fleet = scan_fleet(&lake.catalog, &FleetScanOptions::default(), &SystemClock).await?;
+//! let scan_of = |name: &str| fleet.tables.iter().find(|s| s.table.to_string() == name).unwrap();
+//! let (clicks, healthy) = (scan_of("lake.clickstream"), scan_of("lake.healthy"));
+//!
+//! let report = grade(clicks, &GradeOptions::default(), clicks.scanned_at_ms)?;
+//! assert_eq!(report.grade, Grade::F);
+//! // Findings carry stable codes and the points they cost; each names its remedy.
+//! assert!(report.has("small_file_share") && report.has("snapshot_count"));
+//! let lost: u32 = report.findings.iter().map(|f| f.points).sum();
+//! assert_eq!(report.score, 100u32.saturating_sub(lost));
+//! assert_eq!(report.operations(), [RewriteDataFiles, RewriteManifests, ExpireSnapshots]);
+//! // Pure: the same scan, options and `now` give the same report.
+//! assert_eq!(grade(clicks, &GradeOptions::default(), clicks.scanned_at_ms)?, report);
+//!
+//! let control = grade(healthy, &GradeOptions::default(), healthy.scanned_at_ms)?;
+//! assert_eq!((control.grade, control.score), (Grade::A, 100));
+//! assert!(control.findings.is_empty());
+//! # Ok::<_, Box<dyn std::error::Error>>(())
+//! # }).unwrap();
+//! ```
 
 mod checks;
 pub mod cost;

@@ -4,6 +4,35 @@
 //!
 //! Every destructive operation here defaults to a dry run (DESIGN §10); the default lives in
 //! core, so every binding inherits it.
+//!
+//! # Example
+//!
+//! Expire the snapshots of the demo lake's streaming table older than its retention (5 days):
+//! without `.dry_run(false)` it only reports what it would remove.
+//!
+//! ```
+//! # tokio::runtime::Runtime::new().unwrap().block_on(async {
+//! use cryo_core::TableId;
+//! use cryo_core::demo::{DemoOptions, create_demo_lake};
+//! use cryo_core::maintain::ExpireSnapshots;
+//!
+//! let dir = tempfile::tempdir()?;
+//! let lake = create_demo_lake(dir.path(), &DemoOptions::default()).await?;
+//! let id = TableId::parse("lake.clickstream")?;
+//! let before = lake.catalog.load_table(&id).await?.metadata_location.clone();
+//!
+//! let outcome = ExpireSnapshots::new(&lake.catalog, id.clone()).execute().await?;
+//! assert!(outcome.dry_run);
+//! // ~10 days of appends: the older half would go, with the manifest lists only they reach.
+//! assert!(outcome.expired_snapshots() > 0 && !outcome.retained_snapshot_ids.is_empty());
+//! assert_eq!(outcome.deleted.manifest_lists.files, outcome.expired_snapshots() as u64);
+//! assert_eq!(outcome.deleted.data.files, 0); // every data file is still live
+//! // Nothing changed: no commit, the table is at the metadata it was.
+//! assert_eq!(outcome.metadata_location, None);
+//! assert_eq!(lake.catalog.load_table(&id).await?.metadata_location, before);
+//! # Ok::<_, Box<dyn std::error::Error>>(())
+//! # }).unwrap();
+//! ```
 
 pub mod expire;
 pub mod manifests;

@@ -15,6 +15,47 @@
 //! - Cooldowns, off-peak windows, deadlines and pauses are inputs; every skip says why.
 //! - The plan is a serde value with a stable SHA-256 fingerprint; it holds structured predicates
 //!   and never SQL.
+//!
+//! # Example
+//!
+//! Plan the demo lake: every decayed table gets steps, the healthy control is skipped with the
+//! reason.
+//!
+//! ```
+//! # tokio::runtime::Runtime::new().unwrap().block_on(async {
+//! use std::collections::BTreeMap;
+//! use cryo_core::clock::SystemClock;
+//! use cryo_core::demo::{DemoOptions, create_demo_lake};
+//! use cryo_core::grade::GradeOptions;
+//! use cryo_core::ops::Operation::{self, *};
+//! use cryo_core::plan::{PlanOptions, plan_scans};
+//! use cryo_core::scan::{FleetScanOptions, scan_fleet};
+//!
+//! let dir = tempfile::tempdir()?;
+//! let lake = create_demo_lake(dir.path(), &DemoOptions::default()).await?;
+//! let fleet = scan_fleet(&lake.catalog, &FleetScanOptions::default(), &SystemClock).await?;
+//! // Grade every scan and plan the fleet; no controls (cooldowns, pauses, deadlines).
+//! let (grading, options) = (GradeOptions::default(), PlanOptions::default());
+//! let controls = BTreeMap::new();
+//! let plan = plan_scans(lake.catalog.name(), &fleet.tables, &grading, &options, &controls)?;
+//!
+//! assert_eq!(plan.tables.len(), 4);
+//! assert_eq!(plan.skipped_tables[0].table.to_string(), "lake.healthy");
+//! for table in &plan.tables {
+//!     // Steps follow the fixed order, each operation at most once.
+//!     let ops: Vec<Operation> = table.steps.iter().map(|s| s.operation).collect();
+//!     let ordered: Vec<Operation> =
+//!         Operation::ORDER.into_iter().filter(|op| ops.contains(op)).collect();
+//!     assert_eq!(ops, ordered, "{}", table.table);
+//! }
+//! let orders = plan.tables.iter().find(|t| t.table.to_string() == "lake.orders").unwrap();
+//! let ops: Vec<Operation> = orders.steps.iter().map(|s| s.operation).collect();
+//! assert_eq!(ops, [RewritePositionDeletes, RewriteDataFiles, RewriteManifests, ExpireSnapshots]);
+//! // A plan is a value: its fingerprint pins its JSON.
+//! assert_eq!(plan.fingerprint, plan.compute_fingerprint()?);
+//! # Ok::<_, Box<dyn std::error::Error>>(())
+//! # }).unwrap();
+//! ```
 
 mod model;
 mod planner;

@@ -47,6 +47,53 @@
 //! }
 //! # Ok::<(), cryo_core::Error>(())
 //! ```
+//!
+//! # Example
+//!
+//! The demo lake's plan, rendered for Trino 478 and for Spark 3.5 with Iceberg 1.10:
+//!
+//! ```
+//! # tokio::runtime::Runtime::new().unwrap().block_on(async {
+//! # use std::collections::BTreeMap;
+//! # use cryo_core::clock::SystemClock;
+//! # use cryo_core::demo::{DemoOptions, create_demo_lake};
+//! # use cryo_core::grade::GradeOptions;
+//! # use cryo_core::plan::{PlanOptions, plan_scans};
+//! # use cryo_core::scan::{FleetScanOptions, scan_fleet};
+//! use cryo_core::ops::Operation;
+//! use cryo_core::render::{SparkDialect, SparkOptions, TrinoDialect, TrinoOptions, Version};
+//! use cryo_core::render::render_plan;
+//!
+//! # let dir = tempfile::tempdir()?;
+//! # let lake = create_demo_lake(dir.path(), &DemoOptions::default()).await?;
+//! # let fleet = scan_fleet(&lake.catalog, &FleetScanOptions::default(), &SystemClock).await?;
+//! # let (grading, options) = (GradeOptions::default(), PlanOptions::default());
+//! # let controls = BTreeMap::new();
+//! // The plan of the demo lake (as in the `plan` module's example).
+//! let plan = plan_scans(lake.catalog.name(), &fleet.tables, &grading, &options, &controls)?;
+//! let trino = TrinoDialect::new(TrinoOptions::new("iceberg", 478))?;
+//! let spark = SparkDialect::new(SparkOptions::new(
+//!     "demo",
+//!     Version::new(3, 5, 6),
+//!     Version::new(1, 10, 0),
+//! ))?;
+//! let (on_trino, on_spark) = (render_plan(&plan, &trino)?, render_plan(&plan, &spark)?);
+//!
+//! // The same step, in each engine's words and quoting.
+//! assert!(on_trino.statements().any(|sql| sql
+//!     == r#"ALTER TABLE "iceberg"."lake"."clickstream" EXECUTE optimize_manifests"#));
+//! assert!(on_spark.statements().any(|sql| sql
+//!     == "CALL `demo`.system.rewrite_manifests(table => '`demo`.`lake`.`clickstream`')"));
+//! // The plan keeps 5 days of snapshots, below Trino's 7-day floor: Trino gets a skip with the
+//! // reason, never a statement it would refuse. Spark has no such floor by default.
+//! assert!(on_trino.skipped().any(|(_, skip)| skip.operation == Operation::ExpireSnapshots
+//!     && skip.reason.contains("min-retention")));
+//! assert!(!on_trino.statements().any(|sql| sql.contains("expire_snapshots")));
+//! assert!(on_spark.statements().any(|sql| sql.contains("system.expire_snapshots")));
+//! print!("{}", on_trino.to_script()); // statements with `;`, notes and skips as comments
+//! # Ok::<_, Box<dyn std::error::Error>>(())
+//! # }).unwrap();
+//! ```
 
 mod literal;
 mod options;
