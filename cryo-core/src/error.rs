@@ -251,6 +251,40 @@ impl Error {
     }
 }
 
+/// Map an upstream error met while committing or writing for `table`.
+///
+/// Storage failures reach us through our own adapter as `Unexpected` with a retryable flag;
+/// `DataInvalid` means the input (files, schema, metadata change) does not fit the table.
+pub(crate) fn iceberg_error(
+    table: impl std::fmt::Display,
+    what: &str,
+    err: iceberg::Error,
+) -> Error {
+    use iceberg::ErrorKind as K;
+    match err.kind() {
+        K::CatalogCommitConflicts => Error::CommitConflict {
+            table: table.to_string(),
+            message: format!("{what}: {}", err.message()),
+        },
+        K::DataInvalid | K::PreconditionFailed => {
+            Error::validation(format!("{table}: {what}: {}", err.message()))
+        }
+        K::FeatureUnsupported => Error::unsupported(format!("{table}: {what}: {}", err.message())),
+        K::TableNotFound | K::NamespaceNotFound => Error::NotFound {
+            what: table.to_string(),
+        },
+        _ => {
+            let retryable = err.retryable();
+            Error::Storage {
+                path: table.to_string(),
+                message: format!("{what}: {}", err.message()),
+                source: Some(Box::new(err)),
+                retryable,
+            }
+        }
+    }
+}
+
 impl From<iceberg::Error> for Error {
     fn from(err: iceberg::Error) -> Self {
         use iceberg::ErrorKind as K;

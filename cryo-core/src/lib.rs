@@ -30,12 +30,12 @@
 //!   build). Without it, bin-pack rewrites and every plan (including dry runs of sorts) work,
 //!   and rewriting a sort or z-order group is refused as unsupported.
 
-mod avro;
 pub mod catalog;
 pub mod commit;
 pub mod compact;
 pub mod error;
 pub mod exec;
+pub mod format;
 pub mod govern;
 pub mod grade;
 pub mod io;

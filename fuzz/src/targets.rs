@@ -124,7 +124,7 @@ impl Lake {
 /// Let panics raised inside apache-avro unwind instead of aborting.
 ///
 /// Cryo parses manifests and lists under `catch_unwind` (apache-avro 0.21 unwraps on invalid
-/// names in an Avro header: see `cryo_core::catalog::metadata::parse_manifest`), but
+/// names in an Avro header: see `cryo_core::format::parse_manifest`), but
 /// libfuzzer-sys installs a panic hook that aborts before any unwinding. This hook passes every
 /// other panic to the previous one, so a panic Cryo does not catch still fails the target.
 fn quiet_upstream_avro_panics() {
@@ -164,7 +164,7 @@ pub fn manifest_list(lake: &Lake, data: &[u8]) {
 pub fn expire_readers(data: &[u8]) {
     static HOOK: OnceLock<()> = OnceLock::new();
     HOOK.get_or_init(quiet_upstream_avro_panics);
-    cryo_core::maintain::expire::check_fast_readers(data);
+    cryo_core::format::check_fast_readers(data);
 }
 
 /// `manifest`: byte 0 picks a host table; the rest is the first manifest of its current list.
@@ -238,8 +238,7 @@ fn scan_pipeline(lake: &Lake, metadata: &[u8]) {
         && let Ok(bytes) = lake
             .runtime
             .block_on(lake.storage.read_all(s.manifest_list()))
-        && let Ok(list) =
-            cryo_core::catalog::metadata::parse_manifest_list(&bytes, md.format_version())
+        && let Ok(list) = cryo_core::format::parse_manifest_list(&bytes, md.format_version())
         && !list.entries().iter().all(|m| followable(&m.manifest_path))
     {
         return;

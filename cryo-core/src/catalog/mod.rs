@@ -6,10 +6,12 @@
 //! OAuth2 client credentials, prefix from `/v1/config`), Hadoop-style warehouses and single tables
 //! given by their `metadata.json`. Storage for every kind is `object_store` ([`crate::io`]).
 
+pub(crate) mod committer;
 mod config;
+mod create;
 pub(crate) mod hadoop;
-pub mod metadata;
 pub mod props;
+mod rest;
 mod sql;
 
 use std::fmt;
@@ -21,7 +23,11 @@ use iceberg::spec::TableMetadataRef;
 use iceberg::{CatalogBuilder, NamespaceIdent, TableIdent};
 use serde::{Deserialize, Serialize};
 
+pub use committer::{CatalogCommitter, HadoopCommitter, SqlCommitter, TableChanges};
 pub use config::{CatalogConfig, CatalogKind};
+pub use create::NewTable;
+use create::{create_hadoop_table, create_sql_table};
+pub use rest::RestCommitter;
 pub use sql::{SqlCatalog, SqlSchemaVersion};
 
 use crate::error::{Error, Result};
@@ -232,7 +238,7 @@ impl Catalog {
     /// Connect to the catalog a configuration describes.
     pub async fn connect(config: CatalogConfig) -> Result<Self> {
         // Before anything in this process decodes Avro (the limit is set once per process).
-        metadata::limit_avro_allocations();
+        crate::format::limit_avro_allocations();
         let kind = config.kind()?;
         if config.name.trim().is_empty() {
             return Err(Error::config("catalog name must not be empty"));
@@ -460,16 +466,16 @@ impl Catalog {
         }
     }
 
-    /// The committer for this catalog's tables (see [`crate::commit`]).
+    /// The committer for this catalog's tables (see [`CatalogCommitter`]).
     ///
     /// SQL, Hadoop and REST catalogs are supported (REST with the catalog's own auth and
-    /// prefix: [`crate::commit::RestCommitter`]); a single `metadata.json` (static) table is
+    /// prefix: [`RestCommitter`]); a single `metadata.json` (static) table is
     /// read-only.
-    pub fn committer(&self) -> Result<std::sync::Arc<dyn crate::commit::CatalogCommitter>> {
+    pub fn committer(&self) -> Result<std::sync::Arc<dyn CatalogCommitter>> {
         match &self.backend {
-            Backend::Sql(s) => Ok(Arc::new(crate::commit::SqlCommitter::new(s.clone()))),
-            Backend::Hadoop { .. } => Ok(Arc::new(crate::commit::HadoopCommitter::new())),
-            Backend::Rest(_) => Ok(Arc::new(crate::commit::RestCommitter::new(&self.config)?)),
+            Backend::Sql(s) => Ok(Arc::new(SqlCommitter::new(s.clone()))),
+            Backend::Hadoop { .. } => Ok(Arc::new(HadoopCommitter::new())),
+            Backend::Rest(_) => Ok(Arc::new(RestCommitter::new(&self.config)?)),
             Backend::Static { .. } => Err(Error::unsupported(format!(
                 "catalog `{}` is a single metadata file and read-only",
                 self.config.name
@@ -517,30 +523,25 @@ impl Catalog {
         }
     }
 
-    /// Create a table and return it as loaded (see [`crate::commit::NewTable`]).
+    /// Create a table and return it as loaded (see [`NewTable`]).
     ///
     /// SQL catalogs write `<location>/metadata/00000-<uuid>.metadata.json` and insert the row
     /// (the namespace must exist); Hadoop catalogs create `<warehouse>/<ns…>/<name>/metadata/
     /// v1.metadata.json` and the version hint; REST catalogs send a create-table request and the
     /// server writes the metadata (its clock stamps it). An existing table is an
     /// [`Error::Catalog`].
-    pub async fn create_table(
-        &self,
-        id: &TableId,
-        table: crate::commit::NewTable,
-    ) -> Result<LoadedTable> {
+    pub async fn create_table(&self, id: &TableId, table: NewTable) -> Result<LoadedTable> {
         let storage = self.storage();
         match &self.backend {
             Backend::Sql(s) => {
-                crate::commit::create_sql_table(s, &storage, self.warehouse(), id, table).await?;
+                create_sql_table(s, &storage, self.warehouse(), id, table).await?;
             }
             Backend::Hadoop { warehouse } => {
                 let dir = hadoop::table_dir(warehouse, id)?;
-                crate::commit::create_hadoop_table(&storage, &self.config.name, &dir, id, table)
-                    .await?;
+                create_hadoop_table(&storage, &self.config.name, &dir, id, table).await?;
             }
             Backend::Rest(_) => {
-                crate::commit::RestCommitter::new(&self.config)?
+                RestCommitter::new(&self.config)?
                     .create_table(id, table)
                     .await?;
             }
@@ -556,7 +557,8 @@ impl Catalog {
 
     async fn load_from_location(&self, id: &TableId, location: String) -> Result<LoadedTable> {
         let storage = self.storage();
-        let metadata = metadata::read_table_metadata(&storage, &id.to_string(), &location).await?;
+        let metadata =
+            crate::format::read_table_metadata(&storage, &id.to_string(), &location).await?;
         let props = self.config.storage_properties();
         Ok(LoadedTable {
             id: id.clone(),

@@ -1,12 +1,11 @@
 //! Reading the manifests a commit builds on.
 
 use futures::{StreamExt, TryStreamExt};
-use iceberg::spec::{
-    DataFile, Manifest, ManifestContentType, ManifestEntry, ManifestFile, ManifestStatus, Snapshot,
-};
+use iceberg::spec::{DataFile, Manifest, ManifestFile, ManifestStatus, Snapshot};
 
 use crate::catalog::LoadedTable;
 use crate::error::{Error, Result};
+use crate::format::manifest::RowIdInheritance;
 
 /// Manifests read at once.
 const MANIFEST_READ_CONCURRENCY: usize = 16;
@@ -65,36 +64,6 @@ pub async fn live_files(table: &LoadedTable) -> Result<Vec<LiveFile>> {
     Ok(out)
 }
 
-/// The spec's first-row-id inheritance over one manifest's entries, in manifest order: a data
-/// file without a `first_row_id` of its own takes the manifest's `first_row_id` plus the record
-/// counts of every earlier entry that had none (`DELETED` entries included). Delete manifests
-/// have no row ids.
-#[derive(Debug, Clone)]
-pub(crate) struct RowIdInheritance {
-    next: Option<i64>,
-}
-
-impl RowIdInheritance {
-    pub(crate) fn new(mf: &ManifestFile) -> Self {
-        let next = match mf.content {
-            ManifestContentType::Data => mf.first_row_id.and_then(|id| i64::try_from(id).ok()),
-            ManifestContentType::Deletes => None,
-        };
-        Self { next }
-    }
-
-    /// The row id `file` (the next entry) inherits, when it has none of its own and the
-    /// manifest has one.
-    pub(crate) fn next(&mut self, file: &DataFile) -> Option<i64> {
-        if file.first_row_id().is_some() {
-            return None;
-        }
-        let id = self.next?;
-        self.next = Some(id.saturating_add(i64::try_from(file.record_count()).unwrap_or(i64::MAX)));
-        Some(id)
-    }
-}
-
 /// Read and parse `manifests`, in their order, several at once. Each is parsed on a task of its
 /// own, so that a multi-threaded runtime spreads the Avro decoding over its workers (it is most
 /// of the cost of reading a table's metadata).
@@ -118,62 +87,22 @@ pub(crate) async fn read_manifests(
         .await
 }
 
-/// The manifests a snapshot lists, in list order.
+/// One manifest, with what its entries inherit from its list entry applied.
+pub(crate) async fn read_manifest(table: &LoadedTable, mf: &ManifestFile) -> Result<Manifest> {
+    crate::format::manifest::read(&table.storage, &table.id.to_string(), mf).await
+}
+
+/// The manifests `snapshot` of `table` lists, in list order.
 pub(crate) async fn read_manifest_list(
     table: &LoadedTable,
     snapshot: &Snapshot,
 ) -> Result<Vec<ManifestFile>> {
-    let name = table.id.to_string();
-    let location = snapshot.manifest_list();
-    let bytes = crate::catalog::metadata::read_metadata_file(
+    let (_, manifests) = crate::format::manifest_list::read(
         &table.storage,
-        &name,
-        location,
-        "manifest list",
+        &table.id.to_string(),
+        snapshot.manifest_list(),
+        table.metadata.format_version(),
     )
     .await?;
-    let list =
-        crate::catalog::metadata::parse_manifest_list(&bytes, table.metadata.format_version())
-            .map_err(|e| Error::metadata(&name, location, format!("corrupt manifest list: {e}")))?;
-    Ok(list.consume_entries().into_iter().collect())
-}
-
-/// One manifest, with snapshot ids and sequence numbers inherited from its list entry.
-pub(crate) async fn read_manifest(table: &LoadedTable, mf: &ManifestFile) -> Result<Manifest> {
-    if mf.key_metadata.is_some() {
-        return Err(Error::unsupported(format!(
-            "{}: encrypted manifest {}",
-            table.id, mf.manifest_path
-        )));
-    }
-    let name = table.id.to_string();
-    let path = mf.manifest_path.as_str();
-    let bytes =
-        crate::catalog::metadata::read_metadata_file(&table.storage, &name, path, "manifest")
-            .await?;
-    let manifest = crate::catalog::metadata::parse_manifest(&bytes)
-        .map_err(|e| Error::metadata(&name, path, format!("corrupt manifest: {e}")))?;
-    Ok(inherit(manifest, mf))
-}
-
-/// `manifest`'s entries with what they leave unset taken from its list entry `mf` (the spec's
-/// inheritance, as upstream's `load_manifest` applies it): the snapshot id, and for `ADDED`
-/// entries (or any entry of a manifest of sequence number 0) the data and file sequence numbers.
-fn inherit(manifest: Manifest, mf: &ManifestFile) -> Manifest {
-    let (entries, metadata) = manifest.into_parts();
-    let inherits_seq =
-        |e: &ManifestEntry| e.status == ManifestStatus::Added || mf.sequence_number == 0;
-    let entries = entries
-        .into_iter()
-        .map(|e| {
-            let mut e = std::sync::Arc::unwrap_or_clone(e);
-            e.snapshot_id = e.snapshot_id.or(Some(mf.added_snapshot_id));
-            if inherits_seq(&e) {
-                e.sequence_number = e.sequence_number.or(Some(mf.sequence_number));
-                e.file_sequence_number = e.file_sequence_number.or(Some(mf.sequence_number));
-            }
-            e
-        })
-        .collect();
-    Manifest::new(metadata, entries)
+    Ok(manifests)
 }

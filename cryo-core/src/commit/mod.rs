@@ -37,7 +37,7 @@
 //!   PyIceberg/Java SQL schema, [`HadoopCommitter`] for `vN.metadata.json` + `version-hint.text`
 //!   tables, [`RestCommitter`] for Iceberg REST catalogs, which apply the changes server-side).
 //!   A commit whose requirements fail against the current head, or whose compare-and-swap loses
-//!   a race, is an [`Error::CommitConflict`] and leaves the table untouched.
+//!   a race, is an [`Error::CommitConflict`](crate::Error::CommitConflict) and leaves the table untouched.
 //! - [`SnapshotProducer`]: `append`, `delete` and `overwrite` snapshots from added data files,
 //!   added position/equality delete files and removed data files, and `replace` snapshots
 //!   ([`SnapshotProducer::replace`]) that also remove delete files and give rewritten rows the
@@ -53,21 +53,19 @@
 //! Time comes from an injected [`Clock`](crate::clock::Clock): snapshot timestamps and a new
 //! table's `last-updated-ms` are the clock's, so histories can be replayed deterministically.
 
-mod committer;
-mod create;
+mod fence;
 mod files;
-pub(crate) mod manifest_in;
-mod manifest_out;
 mod producer;
-mod rest;
 mod retry;
 mod summary;
 mod validate;
 pub(crate) mod write;
 
-pub use committer::{CatalogCommitter, HadoopCommitter, SqlCommitter, TableChanges};
-pub use create::NewTable;
-pub(crate) use create::{create_hadoop_table, create_sql_table};
+pub use crate::catalog::{
+    CatalogCommitter, HadoopCommitter, NewTable, RestCommitter, SqlCommitter, TableChanges,
+};
+pub(crate) use fence::enter_fence;
+pub use fence::{CommitFence, FenceGuard};
 pub use files::{LiveFile, live_files};
 pub(crate) use files::{read_manifest_list, read_manifests};
 pub(crate) use producer::manifest_size_model;
@@ -76,7 +74,6 @@ pub use producer::{
     MANIFESTS_REPLACED, ManifestClusters, NewManifest, SnapshotProducer, StagedSnapshot,
     certainly_not_committed, existing_entries,
 };
-pub use rest::RestCommitter;
 pub use retry::{CommitRetry, RetryPolicy};
 pub use validate::{
     RewriteConflict, RewriteConflictKind, is_ancestor, live_subset, validate_rewrite,
@@ -86,36 +83,4 @@ pub use write::{
     write_equality_deletes, write_position_deletes,
 };
 
-use std::fmt;
-
-use crate::error::Error;
-
-/// Map an upstream error met while committing or writing for `table`.
-///
-/// Storage failures reach us through our own adapter as `Unexpected` with a retryable flag;
-/// `DataInvalid` means the input (files, schema, metadata change) does not fit the table.
-pub(crate) fn iceberg_error(table: impl fmt::Display, what: &str, err: iceberg::Error) -> Error {
-    use iceberg::ErrorKind as K;
-    match err.kind() {
-        K::CatalogCommitConflicts => Error::CommitConflict {
-            table: table.to_string(),
-            message: format!("{what}: {}", err.message()),
-        },
-        K::DataInvalid | K::PreconditionFailed => {
-            Error::validation(format!("{table}: {what}: {}", err.message()))
-        }
-        K::FeatureUnsupported => Error::unsupported(format!("{table}: {what}: {}", err.message())),
-        K::TableNotFound | K::NamespaceNotFound => Error::NotFound {
-            what: table.to_string(),
-        },
-        _ => {
-            let retryable = err.retryable();
-            Error::Storage {
-                path: table.to_string(),
-                message: format!("{what}: {}", err.message()),
-                source: Some(Box::new(err)),
-                retryable,
-            }
-        }
-    }
-}
+pub(crate) use crate::error::iceberg_error;

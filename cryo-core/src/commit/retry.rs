@@ -25,9 +25,9 @@ use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
-use super::committer::CatalogCommitter;
 use super::producer::StagedSnapshot;
 use super::validate::is_ancestor;
+use crate::catalog::CatalogCommitter;
 use crate::catalog::LoadedTable;
 use crate::error::{Error, Result};
 

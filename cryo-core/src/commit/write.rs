@@ -21,10 +21,10 @@ use iceberg::writer::file_writer::rolling_writer::RollingFileWriterBuilder;
 use parquet::basic::{Compression, GzipLevel, ZstdLevel};
 use parquet::file::properties::WriterProperties;
 
-use super::committer::discard;
 use super::files::live_files;
 use super::iceberg_error;
 use crate::catalog::LoadedTable;
+use crate::catalog::committer::discard;
 use crate::error::{Error, Result};
 
 /// The Parquet footer's `created_by`, in the `<app> version <v> (build <b>)` form parquet-mr

@@ -36,8 +36,8 @@ use crate::commit::{
     CatalogCommitter, CommitRetry, ManifestClusters, RetryPolicy, RewriteConflict,
     SnapshotProducer, certainly_not_committed, live_subset, validate_rewrite,
 };
+use crate::commit::{CommitFence, enter_fence};
 use crate::error::{Error, Result};
-use crate::govern::{CommitFence, enter_fence};
 use crate::progress::{ProgressSink, report};
 
 /// Most groups one run rewrites at once.

@@ -89,7 +89,7 @@ impl LocalLocks {
 
 /// The file name (without extension) a table's lock files share: the first 16 bytes of
 /// sha256(`catalog` NUL `table`), in hex.
-pub(super) fn table_file_stem(catalog: &str, table: &TableId) -> String {
+pub(crate) fn table_file_stem(catalog: &str, table: &TableId) -> String {
     let digest = Sha256::digest(format!("{catalog}\u{0}{table}").as_bytes());
     digest.iter().take(16).fold(String::new(), |mut s, b| {
         use std::fmt::Write as _;

@@ -16,13 +16,11 @@
 //!   operations from overlapping.
 
 mod bandit;
-mod fence;
-mod lock;
+pub(crate) mod lock;
 mod policy;
 
+pub use crate::commit::{CommitFence, FenceGuard};
 pub use bandit::{Arm, Bandit, BanditConfig, Context, Outcome, Tuned, TuningSource};
-pub(crate) use fence::enter_fence;
-pub use fence::{CommitFence, FenceGuard};
 pub use lock::{LocalLocks, LockGuard, LockHolder, TableLocks};
 pub use policy::{
     CoordinatorLoad, Decision, DeferReason, Governor, Limits, LoadSnapshot, Probe, ProbeFailure,

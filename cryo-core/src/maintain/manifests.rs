@@ -47,13 +47,13 @@ use serde::{Deserialize, Serialize};
 
 use crate::catalog::{Catalog, LoadedTable, TableId};
 use crate::clock::{Clock, SystemClock};
+use crate::commit::enter_fence;
 use crate::commit::{
     CommitRetry, ENTRIES_PROCESSED, ExistingEntry, MANIFESTS_CREATED, MANIFESTS_KEPT,
     MANIFESTS_REPLACED, NewManifest, RetryPolicy, SnapshotProducer, existing_entries,
     manifest_size_model, read_manifest_list, read_manifests,
 };
 use crate::error::{Error, Result};
-use crate::govern::enter_fence;
 use crate::receipt::Footprint;
 
 /// Java's table property for the size of manifests a rewrite writes.

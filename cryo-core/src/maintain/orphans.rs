@@ -1033,38 +1033,12 @@ pub(crate) struct LiveEntry {
     pub(crate) bytes: u64,
 }
 
-fn metadata_error(table: &LoadedTable, location: &str, what: &str, e: Error) -> Error {
-    match e {
-        Error::Storage {
-            message, source, ..
-        } => Error::Metadata {
-            table: table.id.to_string(),
-            location: location.to_string(),
-            message: format!("cannot read {what}: {message}"),
-            source,
-        },
-        other => other,
-    }
-}
-
-/// The manifests a snapshot's manifest list names. (The commit and scan modules read manifest
-/// lists too, but privately and with more than orphans and missing files need.)
+/// The manifests a snapshot's manifest list names.
 pub(crate) async fn read_manifest_list(
     table: &LoadedTable,
     snapshot: &Snapshot,
 ) -> Result<Vec<ManifestFile>> {
-    let location = snapshot.manifest_list();
-    let bytes = table
-        .storage
-        .read_all(location)
-        .await
-        .map_err(|e| metadata_error(table, location, "manifest list", e))?;
-    let list =
-        crate::catalog::metadata::parse_manifest_list(&bytes, table.metadata.format_version())
-            .map_err(|e| {
-                Error::metadata(&table.id, location, format!("corrupt manifest list: {e}"))
-            })?;
-    Ok(list.consume_entries().into_iter().collect())
+    crate::commit::read_manifest_list(table, snapshot).await
 }
 
 /// The live (added or existing) entries of one manifest.
@@ -1079,24 +1053,18 @@ pub(crate) async fn read_live_entries(
             table.id
         )));
     }
-    let bytes = table
-        .storage
-        .read_all(location)
-        .await
-        .map_err(|e| metadata_error(table, location, "manifest", e))?;
-    let parsed = crate::catalog::metadata::parse_manifest(&bytes)
-        .map_err(|e| Error::metadata(&table.id, location, format!("corrupt manifest: {e}")))?;
-    Ok(parsed
-        .entries()
-        .iter()
-        .filter(|e| e.is_alive())
-        .map(|e| LiveEntry {
-            path: e.file_path().to_string(),
-            content: e.content_type(),
-            records: e.record_count(),
-            bytes: e.file_size_in_bytes(),
-        })
-        .collect())
+    let name = table.id.to_string();
+    let bytes = crate::format::manifest::read_bytes(&table.storage, &name, location).await?;
+    let mut out = Vec::new();
+    crate::format::manifest::for_each_live(&name, location, &bytes, |e| {
+        out.push(LiveEntry {
+            path: e.path.to_string(),
+            content: e.content,
+            records: e.records,
+            bytes: e.bytes,
+        });
+    })?;
+    Ok(out)
 }
 
 /// Metadata files a table references besides snapshots' manifests: the current and logged

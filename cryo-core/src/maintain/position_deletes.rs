@@ -43,11 +43,11 @@ use crate::commit::{
     CatalogCommitter, CommitRetry, LiveFile, POS_DELETE_FILE_PATH_FIELD_ID, RetryPolicy,
     SnapshotProducer, certainly_not_committed, live_files, write_position_deletes,
 };
+use crate::commit::{CommitFence, enter_fence};
 use crate::compact::{
     DeleteKind, GroupDeleteFile, PartitionPaths, PartitionRef, read_position_file, recently_changed,
 };
 use crate::error::{Error, Result};
-use crate::govern::{CommitFence, enter_fence};
 use crate::receipt::Footprint;
 
 /// Java's table property for the size of delete files.

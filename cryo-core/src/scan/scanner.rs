@@ -5,8 +5,8 @@ use std::time::Instant;
 use futures::{StreamExt, TryStreamExt};
 use iceberg::spec::{
     DataContentType, DataFileFormat, FormatVersion, ManifestContentType, ManifestEntry,
-    ManifestFile, ManifestList, ManifestStatus, NestedFieldRef, PrimitiveLiteral, PrimitiveType,
-    Schema, TableMetadata, Transform, Type,
+    ManifestFile, ManifestStatus, NestedFieldRef, PrimitiveLiteral, PrimitiveType, Schema,
+    TableMetadata, Transform, Type,
 };
 use serde::{Deserialize, Serialize};
 
@@ -240,6 +240,9 @@ fn sort_order_info(md: &TableMetadata) -> SortOrderInfo {
     }
 }
 
+/// A manifest list's size in bytes and its entries.
+type ListedManifests = (u64, Vec<ManifestFile>);
+
 struct ListRead {
     snapshot_id: i64,
     bytes: u64,
@@ -251,13 +254,8 @@ async fn read_manifest_list(
     table: &str,
     location: &str,
     version: FormatVersion,
-) -> Result<(u64, ManifestList)> {
-    let bytes =
-        crate::catalog::metadata::read_metadata_file(storage, table, location, "manifest list")
-            .await?;
-    let list = crate::catalog::metadata::parse_manifest_list(&bytes, version)
-        .map_err(|e| Error::metadata(table, location, format!("corrupt manifest list: {e}")))?;
-    Ok((bytes.len() as u64, list))
+) -> Result<ListedManifests> {
+    crate::format::manifest_list::read(storage, table, location, version).await
 }
 
 /// A live manifest entry with inherited sequence numbers resolved.
@@ -280,17 +278,7 @@ pub(crate) async fn read_manifest(
     table: &str,
     mf: &ManifestFile,
 ) -> Result<ManifestRead> {
-    if mf.key_metadata.is_some() {
-        return Err(Error::unsupported(format!(
-            "{table}: encrypted manifest {}",
-            mf.manifest_path
-        )));
-    }
-    let bytes =
-        crate::catalog::metadata::read_metadata_file(storage, table, &mf.manifest_path, "manifest")
-            .await?;
-    let manifest = crate::catalog::metadata::parse_manifest(&bytes)
-        .map_err(|e| Error::metadata(table, &mf.manifest_path, format!("corrupt manifest: {e}")))?;
+    let manifest = crate::format::manifest::read(storage, table, mf).await?;
     let spec_id = manifest.metadata().partition_spec().spec_id();
     let path: Arc<str> = Arc::from(mf.manifest_path.as_str());
     let (entries, _) = manifest.into_parts();
@@ -301,14 +289,11 @@ pub(crate) async fn read_manifest(
             deleted += 1;
             continue;
         }
-        // Spec: ADDED entries with a null sequence number inherit the manifest's.
-        let seq = entry
-            .sequence_number
-            .or_else(|| (entry.status == ManifestStatus::Added).then_some(mf.sequence_number));
-        let snapshot_id = entry.snapshot_id.or(Some(mf.added_snapshot_id));
+        // Inherited from the list entry by the reader (`format::manifest::Inheritance`).
+        let (data_sequence_number, snapshot_id) = (entry.sequence_number, entry.snapshot_id);
         live.push(LiveEntry {
             entry,
-            data_sequence_number: seq,
+            data_sequence_number,
             snapshot_id,
             spec_id,
             manifest: Arc::clone(&path),
@@ -457,7 +442,7 @@ pub async fn scan_loaded(
         .filter(|(i, s)| *i < limit || Some(s.snapshot_id()) == current_id)
         .map(|(_, s)| (s.snapshot_id(), s.manifest_list().to_string()))
         .collect();
-    let list_results: Vec<(i64, Result<(u64, ManifestList)>)> = futures::stream::iter(to_read)
+    let list_results: Vec<(i64, Result<ListedManifests>)> = futures::stream::iter(to_read)
         .map(|(id, loc)| {
             let storage = &storage;
             let name = &name;
@@ -475,7 +460,7 @@ pub async fn scan_loaded(
                     ListRead {
                         snapshot_id: id,
                         bytes,
-                        manifests: list.consume_entries().into_iter().collect(),
+                        manifests: list,
                     },
                 );
             }
@@ -787,14 +772,13 @@ pub async fn list_files(table: &LoadedTable, options: &ScanOptions) -> Result<Ve
         return Ok(Vec::new());
     };
     let (_, decoders) = spec_decoders(md);
-    let (_, list) = read_manifest_list(
+    let (_, manifests) = read_manifest_list(
         &table.storage,
         &name,
         snapshot.manifest_list(),
         md.format_version(),
     )
     .await?;
-    let manifests: Vec<ManifestFile> = list.consume_entries().into_iter().collect();
     let reads =
         read_current_manifests(&table.storage, &name, &manifests, options.concurrency).await?;
     let mut out = Vec::new();

@@ -1,11 +1,10 @@
-//! Reading `metadata.json` with typed errors: missing, corrupt, compressed, unknown versions;
-//! and parsing manifest lists and manifests without letting a corrupt one panic.
+//! `metadata.json`: read with typed errors (missing, corrupt, compressed, unknown versions,
+//! timestamps that are no instants, format-v3 features Cryo does not support).
 
 use std::io::Read;
-use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
 
-use iceberg::spec::{FormatVersion, Manifest, ManifestList, TableMetadata, TableMetadataRef};
+use iceberg::spec::{TableMetadata, TableMetadataRef};
 
 use crate::error::{Error, Result};
 use crate::io::ObjectStorage;
@@ -19,29 +18,8 @@ pub async fn read_table_metadata(
     table: &str,
     location: &str,
 ) -> Result<TableMetadataRef> {
-    let bytes = read_metadata_file(storage, table, location, "metadata file").await?;
+    let bytes = super::read_file(storage, table, location, "metadata file").await?;
     parse_table_metadata(table, location, &bytes).map(Arc::new)
-}
-
-/// The bytes of one of `table`'s metadata files (`what`: "metadata file", "manifest list",
-/// "manifest"); a storage failure is a metadata error naming the file.
-pub(crate) async fn read_metadata_file(
-    storage: &ObjectStorage,
-    table: &str,
-    location: &str,
-    what: &str,
-) -> Result<bytes::Bytes> {
-    storage.read_all(location).await.map_err(|e| match e {
-        Error::Storage {
-            message, source, ..
-        } => Error::Metadata {
-            table: table.to_string(),
-            location: location.to_string(),
-            message: format!("cannot read {what}: {message}"),
-            source,
-        },
-        other => other,
-    })
 }
 
 /// Parse `metadata.json` bytes.
@@ -166,65 +144,6 @@ fn unsupported_feature(value: &serde_json::Value) -> Option<String> {
             })
     };
     multi("partition-specs").or_else(|| multi("sort-orders"))
-}
-
-/// Parse a manifest list with upstream's reader; `Err` is the reason, for the caller's error.
-///
-/// A panic inside the reader becomes an error. This is a last resort, on purpose: apache-avro
-/// 0.21 (under iceberg 0.10) `unwrap`s while it parses the schema in an Avro file's header (a
-/// record name, an alias or a default that is not valid Avro), and that header is as untrusted
-/// as the rest of the file. Found by fuzzing (`fuzz/`, targets `manifest` and `manifest_list`).
-pub fn parse_manifest_list(
-    bytes: &[u8],
-    version: FormatVersion,
-) -> std::result::Result<ManifestList, String> {
-    guarded(|| ManifestList::parse_with_version(bytes, version))
-}
-
-/// Parse a manifest (entries as written: nothing inherited from the manifest list yet).
-///
-/// Cryo's decoder (`commit::manifest_in`) reads the manifests it can (v2/v3, plain partition
-/// types, `null` or `deflate` blocks, whoever wrote them) without upstream's value trees; the
-/// rest go to upstream's reader, and so do its errors on bad input (a panic inside it becomes an
-/// error, see [`parse_manifest_list`]).
-pub fn parse_manifest(bytes: &[u8]) -> std::result::Result<Manifest, String> {
-    match crate::commit::manifest_in::parse(bytes) {
-        Some(manifest) => Ok(manifest),
-        None => guarded(|| Manifest::parse_avro(bytes)),
-    }
-}
-
-/// The longest string, byte array, array or map a manifest or list may declare, in bytes or
-/// elements (apache-avro's default is 512 Mi: a corrupt map length then reserves tens of GB
-/// before the first entry is read, and the process aborts; found by fuzzing). 16 Mi is far above
-/// anything an Iceberg writer produces (the largest values are header schemas of a few MB).
-pub const MAX_AVRO_ALLOCATION: usize = 16 << 20;
-
-/// Apply [`MAX_AVRO_ALLOCATION`] to apache-avro's process-wide limit. The limit is set once per
-/// process; an application that set its own first keeps it.
-pub(crate) fn limit_avro_allocations() {
-    apache_avro::util::max_allocation_bytes(MAX_AVRO_ALLOCATION);
-}
-
-fn guarded<T>(parse: impl FnOnce() -> iceberg::Result<T>) -> std::result::Result<T, String> {
-    limit_avro_allocations();
-    match catch_unwind(AssertUnwindSafe(parse)) {
-        Ok(Ok(parsed)) => Ok(parsed),
-        Ok(Err(e)) => Err(e.message().to_string()),
-        Err(panic) => Err(format!(
-            "the Avro reader failed on it: {}",
-            panic_message(panic.as_ref())
-        )),
-    }
-}
-
-/// The message of a caught panic.
-pub(crate) fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
-    panic
-        .downcast_ref::<String>()
-        .cloned()
-        .or_else(|| panic.downcast_ref::<&str>().map(|s| (*s).to_string()))
-        .unwrap_or_else(|| "a panic without a message".to_string())
 }
 
 /// The largest magnitude a timestamp in `metadata.json` may have: the end of year 9999, in ms

@@ -60,7 +60,7 @@ const MAX_MESSAGE: usize = 500;
 /// | 500, 502, 504, other 5xx, timeouts, dropped connections | [`Error::Catalog`], retryable, *commit state unknown* |
 ///
 /// With an unknown state the commit may have happened;
-/// [`StagedSnapshot::commit`](super::StagedSnapshot::commit) reloads the head and reports
+/// [`StagedSnapshot::commit`](crate::commit::StagedSnapshot::commit) reloads the head and reports
 /// success when the new snapshot is there. Retrying is safe either way: a retry staged on the
 /// reloaded head requires `main` to be at that head, so two attempts can never both commit.
 ///

@@ -7,8 +7,8 @@
 //! lists hold 4.5 million entries in all, it was the whole cost of an expiry. Anything this
 //! reader does not know (a codec other than `null`/`deflate`, a schema it cannot follow, a
 //! block that does not add up) is an error, and the caller falls back to upstream's reader.
-//! Expiry reads reachability through it; the commit layer reads the manifests Cryo wrote
-//! (`commit::manifest_in`).
+//! Manifest lists ([`super::manifest_list`]) and manifests ([`super::manifest`]) are read
+//! through it.
 
 use std::borrow::Cow;
 use std::collections::HashMap;

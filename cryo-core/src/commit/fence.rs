@@ -83,7 +83,7 @@ impl CommitFence {
     }
 
     fn paths(&self, catalog: &str, table: &TableId) -> (PathBuf, PathBuf) {
-        let name = super::lock::table_file_stem(catalog, table);
+        let name = crate::govern::lock::table_file_stem(catalog, table);
         (
             self.dir.join(format!("{name}.gate")),
             self.dir.join(format!("{name}.fence")),

@@ -1,31 +1,39 @@
-//! Reading manifests: Avro decoded straight into entries, with the file's own writer schema.
+//! Manifests: every reader of one goes through here, and so does the spec's inheritance.
 //!
+//! [`read`] gives a manifest's entries with what they inherit from their manifest-list entry
+//! ([`Inheritance`], the one place the rule is written), [`for_each_live`] only the path,
+//! content and size of its live entries (for callers that walk whole histories). Both decode
+//! with the fast path below first and fall back to upstream's reader.
+//!
+//! The fast path decodes Avro straight into entries, with the file's own writer schema.
 //! Upstream's reader decodes every record into a tree of `apache_avro::Value`s, resolves it
 //! against its reader schema, deserializes it through serde and converts that into a
 //! `ManifestEntry` (~500,000 instructions per entry of a Spark-written manifest). This decoder
-//! walks each record with the writer schema ([`crate::avro`]: `null` and `deflate` blocks, as
+//! walks each record with the writer schema ([`super::avro`]: `null` and `deflate` blocks, as
 //! Java, PyIceberg and Cryo write them), finds the fields by Iceberg field id and name, skips
 //! the ones it does not need, and builds the entry. It reads format v2 and v3 manifests whose
 //! partition values are plain primitives. Anything else (v1, decimal, uuid, fixed or nanosecond
 //! partition values, a schema it cannot follow, any byte it does not expect) is left to
-//! upstream: [`parse`] returns `None` and the caller parses the bytes as before, so the errors
+//! upstream: [`parse_fast`] returns `None` and the caller parses the bytes as before, so the errors
 //! on bad input stay upstream's.
 
 use std::collections::HashMap;
 
 use iceberg::spec::{
-    DataContentType, DataFileBuilder, DataFileFormat, Datum, FormatVersion, Literal, Manifest,
-    ManifestEntry, ManifestMetadata, ManifestStatus, PrimitiveLiteral, PrimitiveType, Schema,
-    Struct, StructType, Type,
+    DataContentType, DataFile, DataFileBuilder, DataFileFormat, Datum, FormatVersion, Literal,
+    Manifest, ManifestContentType, ManifestEntry, ManifestFile, ManifestMetadata, ManifestStatus,
+    PrimitiveLiteral, PrimitiveType, Schema, Struct, StructType, Type,
 };
 
-use crate::avro::{self, Cursor, Field, Leaf};
+use super::avro::{self, Cursor, Field, Leaf};
+use crate::error::{Error, Result};
+use crate::io::ObjectStorage;
 
 type R<T> = std::result::Result<T, String>;
 
 /// `bytes` as a manifest, when they are one this decoder reads; `None` otherwise (the caller
 /// falls back to upstream's reader). Entries are as written: nothing is inherited yet.
-pub(crate) fn parse(bytes: &[u8]) -> Option<Manifest> {
+pub(crate) fn parse_fast(bytes: &[u8]) -> Option<Manifest> {
     match decode(bytes) {
         Ok(manifest) => Some(manifest),
         Err(why) => {
@@ -33,6 +41,221 @@ pub(crate) fn parse(bytes: &[u8]) -> Option<Manifest> {
             None
         }
     }
+}
+
+/// Parse a manifest (entries as written: nothing inherited from the manifest list yet).
+///
+/// Cryo's decoder (`parse_fast`) reads the manifests it can (v2/v3, plain partition
+/// types, `null` or `deflate` blocks, whoever wrote them) without upstream's value trees; the
+/// rest go to upstream's reader, and so do its errors on bad input (a panic inside it becomes an
+/// error, see [`super::parse_manifest_list`]).
+pub fn parse_manifest(bytes: &[u8]) -> std::result::Result<Manifest, String> {
+    match parse_fast(bytes) {
+        Some(manifest) => Ok(manifest),
+        None => super::guarded(|| Manifest::parse_avro(bytes)),
+    }
+}
+
+/// The bytes of the manifest at `path`.
+pub(crate) async fn read_bytes(
+    storage: &ObjectStorage,
+    table: &str,
+    path: &str,
+) -> Result<bytes::Bytes> {
+    super::read_file(storage, table, path, "manifest").await
+}
+
+/// The manifest `mf` names, its entries with what they inherit from `mf` applied
+/// ([`Inheritance`]); its `first_row_id`s are left to [`RowIdInheritance`].
+pub(crate) async fn read(
+    storage: &ObjectStorage,
+    table: &str,
+    mf: &ManifestFile,
+) -> Result<Manifest> {
+    if mf.key_metadata.is_some() {
+        return Err(Error::unsupported(format!(
+            "{table}: encrypted manifest {}",
+            mf.manifest_path
+        )));
+    }
+    let path = mf.manifest_path.as_str();
+    let bytes = read_bytes(storage, table, path).await?;
+    let manifest = parse_manifest(&bytes)
+        .map_err(|e| Error::metadata(table, path, format!("corrupt manifest: {e}")))?;
+    Ok(Inheritance::of(mf).apply(manifest))
+}
+
+/// What a manifest's entries inherit from the manifest list's entry for it (the spec's
+/// "Sequence Number Inheritance" and "Snapshot ID Inheritance", as Java's `ManifestReader` and
+/// upstream's `load_manifest` apply them): an entry without a snapshot id takes the manifest's
+/// `added_snapshot_id`; an `ADDED` entry, or any entry of a manifest of sequence number 0
+/// (written before sequence numbers existed), without a data or file sequence number takes the
+/// manifest's. Row ids are [`RowIdInheritance`].
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Inheritance {
+    snapshot_id: i64,
+    sequence_number: i64,
+}
+
+impl Inheritance {
+    pub(crate) fn of(mf: &ManifestFile) -> Self {
+        Self {
+            snapshot_id: mf.added_snapshot_id,
+            sequence_number: mf.sequence_number,
+        }
+    }
+
+    /// `entry` with what it inherits set.
+    pub(crate) fn entry(self, mut e: ManifestEntry) -> ManifestEntry {
+        e.snapshot_id = e.snapshot_id.or(Some(self.snapshot_id));
+        if e.status == ManifestStatus::Added || self.sequence_number == 0 {
+            e.sequence_number = e.sequence_number.or(Some(self.sequence_number));
+            e.file_sequence_number = e.file_sequence_number.or(Some(self.sequence_number));
+        }
+        e
+    }
+
+    /// Every entry of `manifest` with what it inherits set.
+    pub(crate) fn apply(self, manifest: Manifest) -> Manifest {
+        let (entries, metadata) = manifest.into_parts();
+        let entries = entries
+            .into_iter()
+            .map(|e| self.entry(std::sync::Arc::unwrap_or_clone(e)))
+            .collect();
+        Manifest::new(metadata, entries)
+    }
+}
+
+/// The spec's first-row-id inheritance over one manifest's entries, in manifest order: a data
+/// file without a `first_row_id` of its own takes the manifest's `first_row_id` plus the record
+/// counts of every earlier entry that had none (`DELETED` entries included). Delete manifests
+/// have no row ids.
+#[derive(Debug, Clone)]
+pub(crate) struct RowIdInheritance {
+    next: Option<i64>,
+}
+
+impl RowIdInheritance {
+    pub(crate) fn new(mf: &ManifestFile) -> Self {
+        let next = match mf.content {
+            ManifestContentType::Data => mf.first_row_id.and_then(|id| i64::try_from(id).ok()),
+            ManifestContentType::Deletes => None,
+        };
+        Self { next }
+    }
+
+    /// The row id `file` (the next entry) inherits, when it has none of its own and the
+    /// manifest has one.
+    pub(crate) fn next(&mut self, file: &DataFile) -> Option<i64> {
+        if file.first_row_id().is_some() {
+            return None;
+        }
+        let id = self.next?;
+        self.next = Some(id.saturating_add(i64::try_from(file.record_count()).unwrap_or(i64::MAX)));
+        Some(id)
+    }
+}
+
+/// A live (`ADDED` or `EXISTING`) entry of a manifest, as [`for_each_live`] sees it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct LiveRef<'a> {
+    pub(crate) path: &'a str,
+    pub(crate) content: DataContentType,
+    pub(crate) records: u64,
+    pub(crate) bytes: u64,
+}
+
+/// Call `visit` for every live entry of the manifest `bytes` (read from `path` of `table`,
+/// for errors), in file order.
+pub(crate) fn for_each_live(
+    table: &str,
+    path: &str,
+    bytes: &[u8],
+    mut visit: impl FnMut(LiveRef<'_>),
+) -> Result<()> {
+    match live_fast(bytes, &mut visit) {
+        Ok(()) => Ok(()),
+        Err(why) => {
+            tracing::debug!(table, path, why, "manifest read by upstream's reader");
+            let manifest = parse_manifest(bytes)
+                .map_err(|e| Error::metadata(table, path, format!("corrupt manifest: {e}")))?;
+            for e in manifest.entries().iter().filter(|e| e.is_alive()) {
+                visit(LiveRef {
+                    path: e.file_path(),
+                    content: e.content_type(),
+                    records: e.record_count(),
+                    bytes: e.file_size_in_bytes(),
+                });
+            }
+            Ok(())
+        }
+    }
+}
+
+/// [`for_each_live`] with the fast reader; visits nothing unless the whole file decodes.
+pub(crate) fn live_fast(
+    bytes: &[u8],
+    visit: &mut impl FnMut(LiveRef<'_>),
+) -> std::result::Result<(), String> {
+    let container = avro::open(bytes)?;
+    let mut live: Vec<(&str, i64, i64, i64)> = Vec::new();
+    container.for_each(|cur, fields| {
+        let mut status = None;
+        let (mut file, mut content, mut records, mut size) = (None, 0, None, None);
+        cur.record(fields, |f, cur| {
+            if avro::is(f, 0, &["status"])? {
+                status = cur.leaf(&f.schema)?.long();
+                Ok(true)
+            } else if avro::is(f, 2, &["data_file"])? {
+                let avro::Schema::Record(inner) = &f.schema else {
+                    return Err("data_file is not a record".to_string());
+                };
+                cur.record(inner, |g, cur| {
+                    if avro::is(g, 100, &["file_path"])? {
+                        file = Some(cur.leaf(&g.schema)?.str()?);
+                    } else if avro::is(g, 134, &["content"])? {
+                        content = cur.leaf(&g.schema)?.long().unwrap_or(0);
+                    } else if avro::is(g, 103, &["record_count"])? {
+                        records = cur.leaf(&g.schema)?.long();
+                    } else if avro::is(g, 104, &["file_size_in_bytes"])? {
+                        size = cur.leaf(&g.schema)?.long();
+                    } else {
+                        return Ok(false);
+                    }
+                    Ok(true)
+                })?;
+                Ok(true)
+            } else {
+                Ok(false)
+            }
+        })?;
+        let status = status.ok_or("a manifest entry without status")?;
+        let file = file.ok_or("a manifest entry without file_path")?;
+        let records = records.ok_or("a manifest entry without record_count")?;
+        let size = size.ok_or("a manifest entry without file_size_in_bytes")?;
+        if !(0..=2).contains(&status) || !(0..=2).contains(&content) {
+            return Err(format!("unknown status {status} or content {content}"));
+        }
+        // 0 EXISTING, 1 ADDED, 2 DELETED.
+        if status != 2 {
+            live.push((file, content, records, size));
+        }
+        Ok(())
+    })?;
+    for (path, content, records, size) in live {
+        let content = match content {
+            1 => DataContentType::PositionDeletes,
+            2 => DataContentType::EqualityDeletes,
+            _ => DataContentType::Data,
+        };
+        visit(LiveRef {
+            path,
+            content,
+            records: records.max(0) as u64,
+            bytes: size.max(0) as u64,
+        });
+    }
+    Ok(())
 }
 
 fn decode(bytes: &[u8]) -> R<Manifest> {
@@ -65,9 +288,9 @@ fn decode(bytes: &[u8]) -> R<Manifest> {
 /// for nanosecond timestamps, which upstream's reader refuses (and so this one does, by leaving
 /// them to it).
 ///
-/// [`ManifestOut`]: super::manifest_out::ManifestOut
+/// [`ManifestOut`]: super::manifest_write::ManifestOut
 fn readable(partition_type: &StructType) -> bool {
-    super::manifest_out::encodable(partition_type)
+    super::manifest_write::encodable(partition_type)
         && partition_type.fields().iter().all(|f| {
             !matches!(
                 *f.field_type,

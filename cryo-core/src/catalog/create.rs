@@ -9,9 +9,9 @@ use iceberg::spec::{
 };
 
 use super::committer::{discard, encode_metadata, metadata_dir};
-use super::iceberg_error;
 use crate::catalog::{SqlCatalog, TableId};
 use crate::clock::{self, Clock};
+use crate::error::iceberg_error;
 use crate::error::{Error, Result};
 use crate::io::{ObjectStorage, normalize_location};
 

@@ -10,10 +10,10 @@ use bytes::Bytes;
 use iceberg::spec::TableMetadata;
 use iceberg::{TableRequirement, TableUpdate};
 
-use super::iceberg_error;
-use crate::catalog::metadata::read_table_metadata;
 use crate::catalog::{LoadedTable, SqlCatalog, TableId};
+use crate::error::iceberg_error;
 use crate::error::{Error, Result};
+use crate::format::read_table_metadata;
 use crate::io::ObjectStorage;
 
 /// Java's switch for deleting metadata files that fall out of the metadata log.

@@ -594,6 +594,7 @@ mod tests {
         DataFileBuilder, DataFileFormat, Manifest, NestedField, PartitionSpec, Schema, Struct,
         Transform,
     };
+    use proptest::prelude::*;
 
     use super::*;
 
@@ -940,14 +941,14 @@ mod tests {
         assert!(m.add_file(f.clone(), 1).is_err());
         assert!(m.add_existing_file(f, 1, 1, None).is_err());
     }
-    /// What `manifest_in::parse` makes of `bytes`, against upstream's reader.
+    /// What the fast manifest reader makes of `bytes`, against upstream's reader.
     fn read_both(bytes: &[u8]) -> (Option<Manifest>, Result<Manifest, String>) {
-        // Upstream's reader may panic on a corrupt header (see `catalog::metadata`).
-        crate::catalog::metadata::limit_avro_allocations();
+        // Upstream's reader may panic on a corrupt header (see `format::guarded`).
+        crate::format::limit_avro_allocations();
         let upstream = std::panic::catch_unwind(|| Manifest::parse_avro(bytes))
             .map_err(|_| "upstream's reader panicked".to_string())
             .and_then(|r| r.map_err(|e| e.to_string()));
-        (super::super::manifest_in::parse(bytes), upstream)
+        (crate::format::manifest::parse_fast(bytes), upstream)
     }
 
     #[tokio::test]
@@ -1128,5 +1129,151 @@ mod tests {
                 "no manifest of {writer} decoded: {decoded:?}"
             );
         }
+    }
+
+    /// One generated entry: (status 0 added / 1 existing / 2 deleted, content 0 data / 1
+    /// position / 2 equality, path, records, bytes, an explicit first row id).
+    type GenEntry = (u8, u8, String, u64, u64, Option<u64>);
+
+    fn gen_entry() -> impl proptest::strategy::Strategy<Value = GenEntry> {
+        (
+            0u8..3,
+            0u8..3,
+            "[a-zA-Z0-9/_.=é-]{1,40}",
+            0u64..1 << 40,
+            1u64..1 << 40,
+            proptest::option::of(0u64..1 << 40),
+        )
+    }
+
+    /// Generated manifests of every format version and content, written by Cryo's encoder and
+    /// by upstream's writer: every fast reader reads them as upstream's reader does
+    /// ([`crate::format::check_fast_readers`], which panics otherwise), and the fast decoder
+    /// decodes every v2/v3 one.
+    #[test]
+    fn generated_manifests_read_alike_by_the_fast_paths_and_upstream() {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("runtime");
+        let config = ProptestConfig {
+            cases: 48,
+            ..ProptestConfig::default()
+        };
+        proptest!(config, |(
+            version in prop_oneof![Just(FormatVersion::V1), Just(FormatVersion::V2), Just(FormatVersion::V3)],
+            deletes in any::<bool>(),
+            types in proptest::sample::subsequence(ALL_TYPES.to_vec(), 0..3),
+            entries in proptest::collection::vec(gen_entry(), 0..40),
+        )| {
+            let (schema, spec) = table(&types);
+            let content = if deletes && version != FormatVersion::V1 {
+                ManifestContentType::Deletes
+            } else {
+                ManifestContentType::Data
+            };
+            for fast in [true, false] {
+                let (location, mut m) = memory_manifest(&schema, &spec, version, content);
+                for (n, (status, kind, path, records, size, row_id)) in entries.iter().enumerate() {
+                    let kind = match (content, kind) {
+                        (ManifestContentType::Data, _) => DataContentType::Data,
+                        (_, 1) => DataContentType::PositionDeletes,
+                        _ => DataContentType::EqualityDeletes,
+                    };
+                    let mut b = DataFileBuilder::default();
+                    b.content(kind)
+                        .file_path(format!("s3://b/t/data/{n}/{path}"))
+                        .file_format(DataFileFormat::Parquet)
+                        .partition(types.iter().map(|t| Some(value(t, n as i64))).collect::<Struct>())
+                        .partition_spec_id(3)
+                        .record_count(*records)
+                        .file_size_in_bytes(*size)
+                        .equality_ids((kind == DataContentType::EqualityDeletes).then(|| vec![1]))
+                        .first_row_id(
+                            (version == FormatVersion::V3 && kind == DataContentType::Data)
+                                .then_some(row_id.map(|r| r as i64))
+                                .flatten(),
+                        );
+                    let f = b.build().expect("data file");
+                    match status {
+                        0 => m.add_file(f, 9),
+                        1 => m.add_existing_file(f, 55, 4, Some(5)),
+                        _ => m.add_delete_file(f, 6, Some(6)),
+                    }
+                    .expect("add");
+                }
+                let written = runtime.block_on(async {
+                    let r = if fast { m.write_manifest_file().await } else { m.write_upstream().await };
+                    r.map(|_| ())?;
+                    Ok::<_, IcebergError>(take(&location).await)
+                });
+                let bytes = written.expect("write");
+                crate::format::check_fast_readers(&bytes);
+                let decoded = crate::format::manifest::parse_fast(&bytes).is_some();
+                let nanos = types
+                    .iter()
+                    .any(|t| matches!(t, PrimitiveType::TimestampNs | PrimitiveType::TimestamptzNs));
+                prop_assert_eq!(
+                    decoded,
+                    version != FormatVersion::V1 && !nanos,
+                    "the fast decoder reads v2/v3 manifests of plain partition types"
+                );
+            }
+        });
+    }
+
+    /// The spec's inheritance, written once: snapshot ids always, sequence numbers for `ADDED`
+    /// entries and for any entry of a manifest of sequence number 0, explicit values kept.
+    #[test]
+    fn entries_inherit_what_the_spec_says() {
+        use crate::format::manifest::Inheritance;
+        let file = files(&[], DataContentType::Data, 0).remove(0);
+        let entry = |status, seq: Option<i64>, snap: Option<i64>| ManifestEntry {
+            status,
+            snapshot_id: snap,
+            sequence_number: seq,
+            file_sequence_number: seq,
+            data_file: file.clone(),
+        };
+        let list = |seq: i64| ManifestFile {
+            manifest_path: "m.avro".into(),
+            manifest_length: 1,
+            partition_spec_id: 0,
+            content: ManifestContentType::Data,
+            sequence_number: seq,
+            min_sequence_number: seq,
+            added_snapshot_id: 42,
+            added_files_count: None,
+            existing_files_count: None,
+            deleted_files_count: None,
+            added_rows_count: None,
+            existing_rows_count: None,
+            deleted_rows_count: None,
+            partitions: None,
+            key_metadata: None,
+            first_row_id: None,
+        };
+        let seqs = |e: &ManifestEntry| (e.snapshot_id, e.sequence_number, e.file_sequence_number);
+        let on = |seq, e| seqs(&Inheritance::of(&list(seq)).entry(e));
+        assert_eq!(
+            on(7, entry(ManifestStatus::Added, None, None)),
+            (Some(42), Some(7), Some(7))
+        );
+        assert_eq!(
+            on(7, entry(ManifestStatus::Existing, None, None)),
+            (Some(42), None, None)
+        );
+        assert_eq!(
+            on(7, entry(ManifestStatus::Deleted, None, Some(3))),
+            (Some(3), None, None)
+        );
+        assert_eq!(
+            on(0, entry(ManifestStatus::Existing, None, None)),
+            (Some(42), Some(0), Some(0))
+        );
+        assert_eq!(
+            on(7, entry(ManifestStatus::Added, Some(5), Some(3))),
+            (Some(3), Some(5), Some(5))
+        );
     }
 }

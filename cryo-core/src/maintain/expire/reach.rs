@@ -1,0 +1,444 @@
+//! Reachability: the files of the expired snapshots that no snapshot left reaches (Spark's
+//! `expireFiles`), read through the format layer's fast manifest-list and manifest readers.
+
+use super::ExpiredFile;
+use super::ExpiredFileKind;
+use super::select::FOLDER_STORAGE_PATH;
+use super::select::OBJECT_STORAGE_PATH;
+use super::select::WRITE_DATA_PATH;
+use super::select::WRITE_METADATA_PATH;
+use crate::catalog::LoadedTable;
+use crate::error::Error;
+use crate::error::Result;
+use crate::format::manifest::for_each_live;
+use crate::format::manifest::read_bytes as read_manifest_bytes;
+use crate::format::manifest_list::IdHasher;
+use crate::format::manifest_list::ListedPaths;
+use crate::format::manifest_list::read_paths as read_list;
+use crate::io::ObjectStorage;
+use crate::io::normalize_location;
+use futures::StreamExt;
+use iceberg::spec::TableMetadata;
+use std::collections::BTreeSet;
+use std::collections::HashMap;
+use std::collections::HashSet;
+use std::hash::BuildHasherDefault;
+use std::sync::Arc;
+
+// ------------------------------------------------------------------------------------------------
+
+#[derive(Clone)]
+pub(super) struct ManifestRef {
+    pub(super) path: String,
+    pub(super) length: u64,
+    /// Whether the manifest may list live files (false: its counts say it holds `DELETED`
+    /// entries only).
+    pub(super) may_have_live: bool,
+    pub(super) deletes: bool,
+}
+
+/// A live entry of an expired-only manifest.
+#[derive(Clone)]
+pub(super) struct LiveEntry {
+    pub(super) path: String,
+    pub(super) kind: ExpiredFileKind,
+    pub(super) bytes: u64,
+}
+
+/// The files reachable from the expired snapshots and from no snapshot left.
+pub(super) struct Unreachable {
+    pub(super) files: Vec<ExpiredFile>,
+    pub(super) warnings: Vec<String>,
+}
+
+/// What the proofs of one expiry read, kept across its attempts: manifest lists and manifests
+/// are immutable, so a retry (or the proof made again inside the commit fence) reads only what
+/// the head added since. Failed reads are not kept.
+#[derive(Default)]
+pub(super) struct ProofCache {
+    pub(super) lists: HashMap<String, Arc<ListedPaths>>,
+    /// The live entries of expired-only manifests.
+    pub(super) live: HashMap<String, Arc<Vec<LiveEntry>>>,
+    /// The candidate keys each retained manifest lists as live, valid for the candidates in
+    /// `strikes_for` only (another set of candidates needs the manifests read again).
+    pub(super) strikes: HashMap<String, Arc<Vec<String>>>,
+    pub(super) strikes_for: HashSet<String>,
+    /// Sizes of metadata files.
+    pub(super) sizes: HashMap<String, u64>,
+}
+
+pub(super) fn key(path: &str) -> String {
+    normalize_location(path).unwrap_or_else(|_| path.to_string())
+}
+
+pub(super) fn file_name(path: &str) -> &str {
+    path.rsplit('/').next().unwrap_or(path)
+}
+
+/// Spark's `expireFiles`: files of the expired snapshots (manifest lists, manifests, their live
+/// entries, statistics) minus those of every snapshot `after` keeps.
+///
+/// Each manifest list and manifest is read once, in parallel tasks: shared manifests are not
+/// re-read per snapshot, manifests that both sides list are never opened (their entries are
+/// reachable anyway), and the retained side is only opened when there are candidates to strike.
+#[allow(
+    clippy::too_many_lines,
+    reason = "one pass: lists, expired-only manifests, retained manifests, statistics"
+)]
+pub(super) async fn unreachable_files(
+    base: &LoadedTable,
+    after: &LoadedTable,
+    expired: &BTreeSet<i64>,
+    concurrency: usize,
+    cache: &mut ProofCache,
+) -> Result<Unreachable> {
+    let name: Arc<str> = Arc::from(base.id.to_string());
+    let version = base.metadata.format_version();
+    let mut warnings = Vec::new();
+
+    let mut expired_lists: Vec<String> = Vec::new();
+    for s in base.metadata.snapshots() {
+        if expired.contains(&s.snapshot_id()) {
+            if s.manifest_list().is_empty() {
+                return Err(Error::unsupported(format!(
+                    "{name}: snapshot {} has no manifest list (v1 inline manifests)",
+                    s.snapshot_id()
+                )));
+            }
+            expired_lists.push(s.manifest_list().to_string());
+        }
+    }
+    let mut retained_lists: Vec<String> = Vec::new();
+    for s in after.metadata.snapshots() {
+        if s.manifest_list().is_empty() {
+            return Err(Error::unsupported(format!(
+                "{name}: snapshot {} has no manifest list (v1 inline manifests)",
+                s.snapshot_id()
+            )));
+        }
+        retained_lists.push(s.manifest_list().to_string());
+    }
+    let retained_list_keys: HashSet<String> = retained_lists.iter().map(|p| key(p)).collect();
+
+    // 1. Manifest lists, both sides, each once.
+    // (manifest, listed by an expired snapshot, listed by a retained one), one per normalized path
+    let mut manifests: Vec<(ManifestRef, bool, bool)> = Vec::new();
+    let mut list_candidates: Vec<ExpiredFile> = Vec::new();
+    {
+        let mut jobs: Vec<(String, bool, Option<Arc<ListedPaths>>)> = Vec::new();
+        let mut seen = HashSet::new();
+        for (p, expired_side) in retained_lists
+            .iter()
+            .map(|p| (p, false))
+            .chain(expired_lists.iter().map(|p| (p, true)))
+        {
+            if seen.insert(p.clone()) {
+                jobs.push((p.clone(), expired_side, cache.lists.get(p).cloned()));
+            }
+        }
+        let mut reads =
+            futures::stream::iter(jobs.into_iter().map(|(path, expired_side, known)| {
+                let storage = base.storage.clone();
+                let name = Arc::clone(&name);
+                tokio::spawn(async move {
+                    let read = match known {
+                        Some(r) => Ok((r, true)),
+                        None => read_list(&storage, &name, &path, version)
+                            .await
+                            .map(|r| (Arc::new(r), false)),
+                    };
+                    (path, expired_side, read)
+                })
+            }))
+            .buffer_unordered(concurrency);
+        // Thousands of lists repeat the same manifests: dedupe by a hash of the raw path (its
+        // bytes compared on a hit), and normalize each distinct path once.
+        let mut by_hash: HashMap<u64, Vec<usize>, BuildHasherDefault<IdHasher>> =
+            HashMap::default();
+        let mut raw: Vec<(String, usize)> = Vec::new(); // raw path → index into `manifests`
+        let mut by_key: HashMap<String, usize> = HashMap::new();
+        while let Some(joined) = reads.next().await {
+            let (path, expired_side, read) = joined
+                .map_err(|e| Error::Internal(format!("{name}: manifest list task failed: {e}")))?;
+            let read = match read {
+                Ok((r, known)) => {
+                    if !known {
+                        cache.lists.insert(path.clone(), Arc::clone(&r));
+                    }
+                    r
+                }
+                // What an expired snapshot referenced cannot be known: its files stay.
+                Err(e) if expired_side => {
+                    warnings.push(format!(
+                        "expired manifest list unreadable, its files are kept: {e}"
+                    ));
+                    continue;
+                }
+                Err(e) => return Err(e),
+            };
+            if expired_side && !retained_list_keys.contains(&key(&path)) {
+                list_candidates.push(ExpiredFile {
+                    kind: ExpiredFileKind::ManifestList,
+                    path: path.clone(),
+                    bytes: read.bytes,
+                });
+            }
+            for m in &read.manifests {
+                let text = read.path(m);
+                let slots = by_hash.entry(m.hash).or_default();
+                let idx = if let Some(r) = slots.iter().find(|r| raw[**r].0 == text) {
+                    raw[*r].1
+                } else {
+                    let k = key(text);
+                    let idx = *by_key.entry(k).or_insert_with(|| {
+                        manifests.push((
+                            ManifestRef {
+                                path: text.to_string(),
+                                length: m.length,
+                                may_have_live: m.may_have_live,
+                                deletes: m.deletes,
+                            },
+                            false,
+                            false,
+                        ));
+                        manifests.len() - 1
+                    });
+                    slots.push(raw.len());
+                    raw.push((text.to_string(), idx));
+                    idx
+                };
+                let slot = &mut manifests[idx];
+                if expired_side {
+                    slot.1 = true;
+                } else {
+                    slot.2 = true;
+                }
+            }
+        }
+    }
+
+    // 2. Manifests only expired snapshots list: they go, and their live entries are candidates.
+    let expired_only: Vec<ManifestRef> = manifests
+        .iter()
+        .filter(|(_, e, r)| *e && !*r)
+        .map(|(m, _, _)| m.clone())
+        .collect();
+    let mut files: Vec<ExpiredFile> = expired_only
+        .iter()
+        .map(|m| ExpiredFile {
+            kind: ExpiredFileKind::Manifest,
+            path: m.path.clone(),
+            bytes: m.length,
+        })
+        .collect();
+    files.extend(list_candidates);
+
+    let mut candidates: HashMap<String, LiveEntry> = HashMap::new(); // key → entry
+    {
+        let jobs: Vec<(ManifestRef, Option<Arc<Vec<LiveEntry>>>)> = expired_only
+            .into_iter()
+            .filter(|m| m.may_have_live)
+            .map(|m| {
+                let known = cache.live.get(&m.path).cloned();
+                (m, known)
+            })
+            .collect();
+        let mut reads = futures::stream::iter(jobs.into_iter().map(|(m, known)| {
+            let storage = base.storage.clone();
+            let name = Arc::clone(&name);
+            tokio::spawn(async move {
+                let r = match known {
+                    Some(entries) => Ok((entries, true)),
+                    None => live_entries(&storage, &name, &m.path)
+                        .await
+                        .map(|e| (Arc::new(e), false)),
+                };
+                (m.path, r)
+            })
+        }))
+        .buffer_unordered(concurrency);
+        while let Some(joined) = reads.next().await {
+            let (path, r) = joined
+                .map_err(|e| Error::Internal(format!("{name}: manifest task failed: {e}")))?;
+            match r {
+                Ok((entries, known)) => {
+                    for e in entries.iter() {
+                        candidates.entry(key(&e.path)).or_insert_with(|| e.clone());
+                    }
+                    if !known {
+                        cache.live.insert(path, entries);
+                    }
+                }
+                Err(e) => warnings.push(format!(
+                    "expired manifest {path} unreadable, the files it lists are kept: {e}"
+                )),
+            }
+        }
+    }
+
+    // 3. Retained manifests strike out candidates they list as live.
+    if !candidates.is_empty() {
+        let want_data = candidates.values().any(|c| c.kind == ExpiredFileKind::Data);
+        let want_deletes = candidates.values().any(|c| c.kind != ExpiredFileKind::Data);
+        let mut by_name: HashMap<String, Vec<String>> = HashMap::new();
+        for (k, c) in &candidates {
+            by_name
+                .entry(file_name(&c.path).to_string())
+                .or_default()
+                .push(k.clone());
+        }
+        let by_name = Arc::new(by_name);
+        // Strikes found for other candidates say nothing of these: only exactly the same
+        // candidates may reuse them.
+        if cache.strikes_for.len() != candidates.len()
+            || !candidates.keys().all(|k| cache.strikes_for.contains(k))
+        {
+            cache.strikes.clear();
+            cache.strikes_for = candidates.keys().cloned().collect();
+        }
+        let mut jobs: Vec<ManifestRef> = Vec::new();
+        for (m, _, r) in &manifests {
+            if !(*r && m.may_have_live && if m.deletes { want_deletes } else { want_data }) {
+                continue;
+            }
+            match cache.strikes.get(&m.path) {
+                Some(hits) => {
+                    for k in hits.iter() {
+                        candidates.remove(k);
+                    }
+                }
+                None => jobs.push(m.clone()),
+            }
+        }
+        if candidates.is_empty() {
+            jobs.clear(); // everything was struck by manifests read before
+        }
+        let mut reads = futures::stream::iter(jobs.into_iter().map(|m| {
+            let storage = base.storage.clone();
+            let name = Arc::clone(&name);
+            let by_name = Arc::clone(&by_name);
+            tokio::spawn(async move {
+                let hits = reachable_candidates(&storage, &name, &m.path, &by_name).await;
+                (m.path, hits)
+            })
+        }))
+        .buffer_unordered(concurrency);
+        while let Some(joined) = reads.next().await {
+            let (path, hits) = joined
+                .map_err(|e| Error::Internal(format!("{name}: manifest task failed: {e}")))?;
+            let hits = hits?;
+            for k in &hits {
+                candidates.remove(k);
+            }
+            cache.strikes.insert(path, Arc::new(hits));
+            if candidates.is_empty() {
+                break; // nothing left to prove: the other reads would only strike nothing
+            }
+        }
+    }
+    files.extend(candidates.into_values().map(|c| ExpiredFile {
+        kind: c.kind,
+        path: c.path,
+        bytes: c.bytes,
+    }));
+
+    // 4. Statistics of expired snapshots that no kept snapshot's statistics share.
+    let kept_stats: HashSet<String> = after
+        .metadata
+        .statistics_iter()
+        .map(|s| key(&s.statistics_path))
+        .chain(
+            after
+                .metadata
+                .partition_statistics_iter()
+                .map(|s| key(&s.statistics_path)),
+        )
+        .collect();
+    let mut stats_seen = HashSet::new();
+    let stats = base
+        .metadata
+        .statistics_iter()
+        .map(|s| (s.snapshot_id, &s.statistics_path, s.file_size_in_bytes))
+        .chain(
+            base.metadata
+                .partition_statistics_iter()
+                .map(|s| (s.snapshot_id, &s.statistics_path, s.file_size_in_bytes)),
+        );
+    for (id, path, size) in stats {
+        let k = key(path);
+        if expired.contains(&id) && !kept_stats.contains(&k) && stats_seen.insert(k) {
+            files.push(ExpiredFile {
+                kind: ExpiredFileKind::Statistics,
+                path: path.clone(),
+                bytes: size.max(0) as u64,
+            });
+        }
+    }
+    Ok(Unreachable { files, warnings })
+}
+
+/// The live entries of one manifest.
+pub(super) async fn live_entries(
+    storage: &ObjectStorage,
+    table: &str,
+    path: &str,
+) -> Result<Vec<LiveEntry>> {
+    let bytes = read_manifest_bytes(storage, table, path).await?;
+    let mut out = Vec::new();
+    for_each_live(table, path, &bytes, |e| {
+        out.push(LiveEntry {
+            path: e.path.to_string(),
+            kind: ExpiredFileKind::of_content(e.content),
+            bytes: e.bytes,
+        });
+    })?;
+    Ok(out)
+}
+
+/// The candidate keys one retained manifest lists as live.
+pub(super) async fn reachable_candidates(
+    storage: &ObjectStorage,
+    table: &str,
+    path: &str,
+    by_name: &HashMap<String, Vec<String>>,
+) -> Result<Vec<String>> {
+    let bytes = read_manifest_bytes(storage, table, path).await?;
+    let mut hits = Vec::new();
+    for_each_live(table, path, &bytes, |e| {
+        let file = e.path;
+        // File names are unique in practice: normalize only the few paths whose name matches.
+        if let Some(keys) = by_name.get(file_name(file)) {
+            let k = key(file);
+            if keys.contains(&k) {
+                hits.push(k);
+            }
+        }
+    })?;
+    Ok(hits)
+}
+
+/// The prefixes a table writes under: its location, and its data and metadata paths.
+pub(super) fn table_roots(metadata: &TableMetadata) -> Vec<String> {
+    let mut roots = vec![metadata.location().to_string()];
+    for k in [
+        WRITE_DATA_PATH,
+        WRITE_METADATA_PATH,
+        OBJECT_STORAGE_PATH,
+        FOLDER_STORAGE_PATH,
+    ] {
+        if let Some(v) = metadata.properties().get(k)
+            && !v.trim().is_empty()
+        {
+            roots.push(v.trim().to_string());
+        }
+    }
+    roots
+        .iter()
+        .filter_map(|r| normalize_location(r).ok())
+        .map(|r| format!("{}/", r.trim_end_matches('/')))
+        .collect()
+}
+
+pub(super) fn within(roots: &[String], path: &str) -> bool {
+    normalize_location(path).is_ok_and(|p| roots.iter().any(|r| p.starts_with(r.as_str())))
+}
