@@ -146,7 +146,7 @@ impl CommitFence {
 /// through `committer` inside it: the writers in flight when Cryo arrived have committed, and no
 /// cooperating writer moves the head until the guard is dropped. Writers holding the fence for
 /// the whole wait is a commit conflict (nothing was committed, the caller deletes what it wrote).
-pub(crate) async fn enter_fence(
+pub(super) async fn enter_fence(
     fence: &CommitFence,
     catalog: &str,
     committer: &dyn CatalogCommitter,

@@ -2,7 +2,7 @@
 //! compare-and-swap.
 //!
 //! Upstream `iceberg` 0.10 keeps its transaction actions and `TableCommit` builder crate-private,
-//! so Cryo commits through this module (DESIGN §4). When upstream exposes them, this module
+//! so Cryo commits through this module (docs/architecture.md, "The commit protocol"). When upstream exposes them, this module
 //! shrinks and nothing else changes.
 //!
 //! ```text
@@ -23,15 +23,25 @@
 //!                                                ─▶ new head, or Error::CommitConflict
 //! ```
 //!
-//! A rewrite (compaction) planned on snapshot `S0` and committed later runs this loop, driven
-//! by its caller:
+//! Every operation of Cryo's that commits (compaction, position-delete rewrite, manifest
+//! rewrite, expiry) goes through one driver (`commit::driver`, crate-internal): it enters the
+//! [`CommitFence`] (if any), hands the operation the head to validate against and stage on,
+//! swaps, and on failure backs off, reloads and asks again; the operation says only what it
+//! stages, what it validates between its base and the head, and what it leaves when it gives
+//! up. A rewrite planned on snapshot `S0`:
 //!
 //! ```text
-//!  head = committer.load_head(S0)
-//!  loop: validate_rewrite(S0, head, replaced) ─▶ drop conflicting groups
+//!  loop: [fence] head = committer.load_head(S0)
+//!        validate_rewrite(S0, head, replaced) ─▶ drop conflicting groups
 //!        SnapshotProducer::replace(head) … with_data_sequence_number(S0.seq) ─▶ stage
-//!        commit ─▶ done | CommitConflict ─▶ CommitRetry::reload_after (backoff, reload head)
+//!        commit ─▶ done | error ─▶ CommitRetry::reload_after (backoff, reload head)
+//!                                  an earlier attempt on the head ─▶ done
+//!                                  spent ─▶ give up: delete what was written only when the
+//!                                           table certainly does not reference it
 //! ```
+//!
+//! Iceberg's own files (manifests, manifest lists, `metadata.json`) are read and written by
+//! [`crate::format`]; the catalog-specific compare-and-swap lives in [`crate::catalog`].
 //!
 //! - [`CatalogCommitter`]: one implementation per catalog kind ([`SqlCommitter`] for the
 //!   PyIceberg/Java SQL schema, [`HadoopCommitter`] for `vN.metadata.json` + `version-hint.text`
@@ -48,11 +58,13 @@
 //! - [`RetryPolicy`] and [`CommitRetry`]: bounded exponential backoff with jitter between
 //!   attempts, a reload of the head, and recognition of an attempt that committed despite an
 //!   error. [`certainly_not_committed`] tells when a failed commit's files may be deleted.
+//! - [`CommitFence`]: keeps Cryo's commits and cooperating writers' operations apart.
 //! - Table creation ([`NewTable`], `Catalog::create_table`) for SQL, Hadoop and REST catalogs.
 //!
 //! Time comes from an injected [`Clock`](crate::clock::Clock): snapshot timestamps and a new
 //! table's `last-updated-ms` are the clock's, so histories can be replayed deterministically.
 
+pub(crate) mod driver;
 mod fence;
 mod files;
 mod producer;
@@ -64,7 +76,6 @@ pub(crate) mod write;
 pub use crate::catalog::{
     CatalogCommitter, HadoopCommitter, NewTable, RestCommitter, SqlCommitter, TableChanges,
 };
-pub(crate) use fence::enter_fence;
 pub use fence::{CommitFence, FenceGuard};
 pub use files::{LiveFile, live_files};
 pub(crate) use files::{read_manifest_list, read_manifests};

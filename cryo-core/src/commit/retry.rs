@@ -1,8 +1,10 @@
 //! Retrying commits that lost a race: bounded exponential backoff with jitter, and a reload of
 //! the head through the committer before each new attempt.
 //!
-//! The caller drives the loop, because what to do between attempts is its business (a rewrite
-//! re-validates and drops conflicting groups; an append just restages):
+//! Cryo's own operations run it through the commit driver (`commit::driver`); an application
+//! committing with [`SnapshotProducer`](super::SnapshotProducer) drives it itself, because what
+//! to do between attempts is its business (a rewrite re-validates and drops conflicting groups;
+//! an append just restages):
 //!
 //! ```text
 //! let mut retry = CommitRetry::new(policy)?;          // or RetryPolicy::for_table(..)

@@ -32,11 +32,11 @@ use super::plan::{CompactionPlan, FileGroup, plan_compaction_at};
 use super::rewrite::{DeletedRows, RewrittenGroup, cleanup_group, rewrite_group};
 use crate::catalog::{Catalog, LoadedTable, TableId};
 use crate::clock::{Clock, SystemClock};
+use crate::commit::driver::{Attempt, AttemptContext, CommitDriver, CommitOp, Driven};
 use crate::commit::{
-    CatalogCommitter, CommitRetry, ManifestClusters, RetryPolicy, RewriteConflict,
-    SnapshotProducer, certainly_not_committed, live_subset, validate_rewrite,
+    CatalogCommitter, CommitFence, ManifestClusters, RetryPolicy, RewriteConflict,
+    SnapshotProducer, live_subset, validate_rewrite,
 };
-use crate::commit::{CommitFence, enter_fence};
 use crate::error::{Error, Result};
 use crate::progress::{ProgressSink, report};
 
@@ -670,30 +670,6 @@ impl RewrittenCompaction<'_> {
                 }
                 continue;
             }
-            // Under the fence (if any), no cooperating writer's operation spans this commit;
-            // the batch is validated and staged on the head as the writers in flight left it.
-            let entered = match &self.run.commit_fence {
-                Some(f) => enter_fence(f, self.catalog.name(), st.committer.as_ref(), &st.head)
-                    .await
-                    .map(|(g, head)| {
-                        st.head = head;
-                        Some(g)
-                    }),
-                None => Ok(None),
-            };
-            let _fence = match entered {
-                Ok(f) => f,
-                Err(e) => {
-                    for g in batch {
-                        let deleted = cleanup_group(&self.base, &g).await.is_ok();
-                        st.results
-                            .push(rewritten_outcome(&g, failed(&self.table, &e, deleted), 0));
-                    }
-                    st.stopped = Some(e.message_for(&self.table));
-                    continue;
-                }
-            };
-            let staged_on = st.head.metadata.current_snapshot_id();
             let batch_deletes: Vec<String> = batch
                 .iter()
                 .flat_map(|g| g.removed_delete_files.iter().cloned())
@@ -708,11 +684,15 @@ impl RewrittenCompaction<'_> {
                     &mut st.clusters,
                 )
                 .await;
+            // Under the fence (if any) the batch was validated and staged on the head as the
+            // writers in flight left it; its snapshot sits directly on the checked one when
+            // nothing else committed in between.
+            let checked_id = st.checked.table.metadata.current_snapshot_id();
             let landed_on_checked = st.head.metadata.current_snapshot().is_some_and(|s| {
                 done.iter().any(|g| {
                     matches!(g.status, GroupStatus::Committed { snapshot_id } if snapshot_id == s.snapshot_id())
-                }) && s.parent_snapshot_id() == staged_on
-                    && staged_on == st.checked.table.metadata.current_snapshot_id()
+                }) && s.parent_snapshot_id().is_some()
+                    && s.parent_snapshot_id() == checked_id
             });
             if landed_on_checked {
                 // Every pending group is still committable on our own snapshot: it sits
@@ -761,182 +741,159 @@ impl RewrittenCompaction<'_> {
         outcome
     }
 
-    /// Commit one batch of rewritten groups on the latest head, validating every attempt.
-    #[allow(
-        clippy::too_many_lines,
-        reason = "one retry loop: validate, stage, commit, reload"
-    )]
+    /// Commit one batch of rewritten groups through the commit driver (under the run's commit
+    /// fence, if any), validating every attempt on the head it is staged on.
     async fn commit_batch(
         &self,
         committer: &dyn CatalogCommitter,
         head: &mut LoadedTable,
         checked: &Checked,
-        mut groups: Vec<RewrittenGroup>,
+        groups: Vec<RewrittenGroup>,
         policy: &RetryPolicy,
         clusters: &mut ManifestClusters,
     ) -> Vec<GroupOutcome> {
-        let s0 = &self.base;
-        let plan = self.plan.as_ref();
-        let mut out = Vec::new();
-        let mut retry = match CommitRetry::new(policy.clone()) {
-            Ok(r) => r,
-            Err(e) => return self.fail_all(s0, groups, &e, true).await,
+        let mut op = BatchCommit {
+            run: self,
+            checked,
+            groups,
+            clusters,
+            out: Vec::new(),
         };
-        loop {
-            // Validate against the head: only groups whose files are untouched may commit.
-            let on_checked =
-                head.metadata.current_snapshot_id() == checked.table.metadata.current_snapshot_id();
-            if !on_checked {
-                let replaced: BTreeSet<String> = groups
-                    .iter()
-                    .flat_map(|g| g.removed_data_files.iter().cloned())
-                    .collect();
-                let conflicts = match validate_rewrite(&checked.table, head, &replaced).await {
-                    Ok(c) => c,
-                    Err(e) => {
-                        out.extend(self.fail_all(s0, groups, &e, true).await);
-                        return out;
-                    }
-                };
-                if !conflicts.is_empty() {
-                    let (keep, lose): (Vec<_>, Vec<_>) = groups.into_iter().partition(|g| {
+        let mut driver = match CommitDriver::new(committer, policy.clone()) {
+            Ok(d) => d.with_fence(self.run.commit_fence.as_ref(), self.catalog.name()),
+            Err(e) => {
+                op.give_up(&e, true, 0).await;
+                return op.out;
+            }
+        };
+        let landed = match driver.drive(head, &mut op).await {
+            Ok(Driven::Landed(l)) => l,
+            Ok(Driven::Nothing(_)) | Err(_) => return op.out,
+        };
+        let retries = driver.retries();
+        let BatchCommit {
+            groups, mut out, ..
+        } = op;
+        let snapshot_id = landed.snapshot_id.unwrap_or_default();
+        // An attempt whose answer was lost and that did commit is not verified: its summary is
+        // the one found on the head.
+        if !landed.recovered
+            && let Err(e) = verify(&landed.summary, &groups)
+        {
+            tracing::error!(table = %self.table, error = %e, "post-commit verification failed");
+            for g in &groups {
+                out.push(rewritten_outcome(
+                    g,
+                    failed(&self.table, &e, false),
+                    retries,
+                ));
+            }
+            return out;
+        }
+        for g in &groups {
+            out.push(rewritten_outcome(
+                g,
+                GroupStatus::Committed { snapshot_id },
+                retries,
+            ));
+        }
+        out
+    }
+}
+
+/// One batch of rewritten groups as the commit driver sees it.
+struct BatchCommit<'a, 'r> {
+    run: &'a RewrittenCompaction<'r>,
+    checked: &'a Checked,
+    /// The groups still to commit.
+    groups: Vec<RewrittenGroup>,
+    /// Where the files of later batches are listed (updated with each staged snapshot).
+    clusters: &'a mut ManifestClusters,
+    /// Outcomes of the groups dropped by validation or given up.
+    out: Vec<GroupOutcome>,
+}
+
+impl CommitOp for BatchCommit<'_, '_> {
+    async fn attempt(&mut self, head: &LoadedTable, cx: AttemptContext<'_>) -> Result<Attempt> {
+        let s0 = &self.run.base;
+        let plan = self.run.plan.as_ref();
+        // Validate against the head: only groups whose files are untouched may commit.
+        let on_checked = head.metadata.current_snapshot_id()
+            == self.checked.table.metadata.current_snapshot_id();
+        if !on_checked {
+            let replaced: BTreeSet<String> = self
+                .groups
+                .iter()
+                .flat_map(|g| g.removed_data_files.iter().cloned())
+                .collect();
+            let conflicts = validate_rewrite(&self.checked.table, head, &replaced).await?;
+            if !conflicts.is_empty() {
+                let (keep, lose): (Vec<_>, Vec<_>) =
+                    std::mem::take(&mut self.groups).into_iter().partition(|g| {
                         !conflicts
                             .iter()
                             .any(|c| g.removed_data_files.contains(&c.data_file))
                     });
-                    for g in lose {
-                        let mine: Vec<RewriteConflict> = conflicts
-                            .iter()
-                            .filter(|c| g.removed_data_files.contains(&c.data_file))
-                            .cloned()
-                            .collect();
-                        tracing::info!(table = %plan.table, group = g.group_id, conflicts = mine.len(), "group aborted by validation");
-                        let _ = cleanup_group(s0, &g).await;
-                        out.push(rewritten_outcome(
-                            &g,
-                            GroupStatus::Conflicted { conflicts: mine },
-                            retry.failed_attempts(),
-                        ));
-                    }
-                    groups = keep;
+                for g in lose {
+                    let mine: Vec<RewriteConflict> = conflicts
+                        .iter()
+                        .filter(|c| g.removed_data_files.contains(&c.data_file))
+                        .cloned()
+                        .collect();
+                    tracing::info!(table = %plan.table, group = g.group_id, conflicts = mine.len(), "group aborted by validation");
+                    let _ = cleanup_group(s0, &g).await;
+                    self.out.push(rewritten_outcome(
+                        &g,
+                        GroupStatus::Conflicted { conflicts: mine },
+                        cx.retry.failed_attempts(),
+                    ));
                 }
-            }
-            if groups.is_empty() {
-                return out;
-            }
-            // Delete files another writer already removed are simply no longer ours to remove.
-            let deletes: BTreeSet<String> = groups
-                .iter()
-                .flat_map(|g| g.removed_delete_files.iter().cloned())
-                .collect();
-            let deletes = if on_checked {
-                // Live at the checked snapshot unless this run already removed them.
-                Ok(deletes
-                    .into_iter()
-                    .filter(|d| !checked.removed_deletes.contains(d))
-                    .collect())
-            } else {
-                live_subset(head, &deletes).await
-            };
-            let deletes = match deletes {
-                Ok(d) => d,
-                Err(e) => {
-                    out.extend(self.fail_all(s0, groups, &e, true).await);
-                    return out;
-                }
-            };
-            let mut producer = SnapshotProducer::replace(head)
-                .with_data_sequence_number(plan.base_sequence_number)
-                .with_clock(Arc::clone(&self.clock))
-                .remove_delete_files(deletes)
-                .with_clusters(clusters.clone())
-                .set_snapshot_property("cryo.operation", "rewrite_data_files");
-            for g in &groups {
-                producer = producer
-                    .delete_data_files(g.removed_data_files.iter().cloned())
-                    .add_data_files(g.new_files.iter().cloned());
-            }
-            let staged = match producer.stage().await {
-                Ok(s) => s,
-                Err(e) => {
-                    out.extend(self.fail_all(s0, groups, &e, true).await);
-                    return out;
-                }
-            };
-            retry.staged(&staged);
-            clusters.record(&staged);
-            match staged.commit(committer).await {
-                Ok(landed_now) => {
-                    *head = landed_now.table.clone();
-                    if let Err(e) = verify(&landed_now.summary, &groups) {
-                        tracing::error!(table = %plan.table, error = %e, "post-commit verification failed");
-                        for g in &groups {
-                            out.push(rewritten_outcome(
-                                g,
-                                failed(&self.table, &e, false),
-                                retry.failed_attempts(),
-                            ));
-                        }
-                        return out;
-                    }
-                    for g in &groups {
-                        out.push(rewritten_outcome(
-                            g,
-                            GroupStatus::Committed {
-                                snapshot_id: landed_now.snapshot_id,
-                            },
-                            retry.failed_attempts(),
-                        ));
-                    }
-                    return out;
-                }
-                Err(e) => {
-                    let unknown = !certainly_not_committed(&e);
-                    match retry.reload_after(committer, head, e).await {
-                        Ok(next) => {
-                            if let Some(id) = retry.landed(&next) {
-                                // An attempt whose answer was lost did commit.
-                                *head = next;
-                                for g in &groups {
-                                    out.push(rewritten_outcome(
-                                        g,
-                                        GroupStatus::Committed { snapshot_id: id },
-                                        retry.failed_attempts(),
-                                    ));
-                                }
-                                return out;
-                            }
-                            *head = next;
-                        }
-                        Err(e) => {
-                            out.extend(self.fail_all(s0, groups, &e, !unknown).await);
-                            return out;
-                        }
-                    }
-                }
+                self.groups = keep;
             }
         }
+        if self.groups.is_empty() {
+            return Ok(Attempt::Nothing);
+        }
+        // Delete files another writer already removed are simply no longer ours to remove.
+        let deletes: BTreeSet<String> = self
+            .groups
+            .iter()
+            .flat_map(|g| g.removed_delete_files.iter().cloned())
+            .collect();
+        let deletes = if on_checked {
+            // Live at the checked snapshot unless this run already removed them.
+            deletes
+                .into_iter()
+                .filter(|d| !self.checked.removed_deletes.contains(d))
+                .collect()
+        } else {
+            live_subset(head, &deletes).await?
+        };
+        let mut producer = SnapshotProducer::replace(head)
+            .with_data_sequence_number(plan.base_sequence_number)
+            .with_clock(Arc::clone(&self.run.clock))
+            .remove_delete_files(deletes)
+            .with_clusters(self.clusters.clone())
+            .set_snapshot_property("cryo.operation", "rewrite_data_files");
+        for g in &self.groups {
+            producer = producer
+                .delete_data_files(g.removed_data_files.iter().cloned())
+                .add_data_files(g.new_files.iter().cloned());
+        }
+        let staged = producer.stage().await?;
+        self.clusters.record(&staged);
+        Ok(Attempt::Snapshot(Box::new(staged)))
     }
 
-    async fn fail_all(
-        &self,
-        s0: &LoadedTable,
-        groups: Vec<RewrittenGroup>,
-        e: &Error,
-        delete_files: bool,
-    ) -> Vec<GroupOutcome> {
-        let mut out = Vec::new();
-        for g in groups {
-            if delete_files {
-                let _ = cleanup_group(s0, &g).await;
-            }
-            out.push(rewritten_outcome(
+    async fn give_up(&mut self, err: &Error, delete_written: bool, attempts: u32) {
+        for g in std::mem::take(&mut self.groups) {
+            let deleted = delete_written && cleanup_group(&self.run.base, &g).await.is_ok();
+            self.out.push(rewritten_outcome(
                 &g,
-                failed(&self.table, e, delete_files),
-                0,
+                failed(&self.run.table, err, deleted),
+                attempts,
             ));
         }
-        out
     }
 }
 

@@ -47,11 +47,11 @@ use serde::{Deserialize, Serialize};
 
 use crate::catalog::{Catalog, LoadedTable, TableId};
 use crate::clock::{Clock, SystemClock};
-use crate::commit::enter_fence;
+use crate::commit::driver::{Attempt, AttemptContext, CommitDriver, CommitOp, Driven, Prepared};
 use crate::commit::{
-    CommitRetry, ENTRIES_PROCESSED, ExistingEntry, MANIFESTS_CREATED, MANIFESTS_KEPT,
-    MANIFESTS_REPLACED, NewManifest, RetryPolicy, SnapshotProducer, existing_entries,
-    manifest_size_model, read_manifest_list, read_manifests,
+    ENTRIES_PROCESSED, ExistingEntry, MANIFESTS_CREATED, MANIFESTS_KEPT, MANIFESTS_REPLACED,
+    NewManifest, RetryPolicy, SnapshotProducer, existing_entries, manifest_size_model,
+    read_manifest_list, read_manifests,
 };
 use crate::error::{Error, Result};
 use crate::receipt::Footprint;
@@ -836,7 +836,7 @@ impl PreparedManifestRewrite<'_> {
             options,
             clock,
             base,
-            mut planned,
+            planned,
             started,
         } = self;
         if planned.plan.is_empty() || options.dry_run {
@@ -850,89 +850,28 @@ impl PreparedManifestRewrite<'_> {
             None => RetryPolicy::for_table(base.metadata.properties())
                 .map_err(|e| e.in_table(&base.id))?,
         };
-        let mut retry = CommitRetry::new(policy)?;
-        // The snapshot the plan was made on.
-        let mut planned_on = base.metadata.current_snapshot_id();
-        let mut head = base;
-        // What plans made in this loop read (empty until the first one).
-        let mut cache = ReadCache::default();
-        let mut planned_again = false;
-        let (snapshot_id, summary, after) = loop {
-            // Under the fence (if any), the attempt is staged on the head as it is once the
-            // writers in flight have committed, and no cooperating writer moves it before the
-            // commit.
-            let mut guard = None;
-            if let Some(fence) = &options.commit_fence {
-                match enter_fence(fence, catalog.name(), committer.as_ref(), &head).await {
-                    Ok((g, fresh)) => {
-                        guard = Some(g);
-                        head = fresh;
-                    }
-                    Err(e) => {
-                        head = retry.reload_after(committer.as_ref(), &head, e).await?;
-                        continue;
-                    }
-                }
-            }
-            let replaced = if head.metadata.current_snapshot_id() == planned_on {
-                planned.plan.replaced_paths()
-            } else {
-                match check_head(&head, &planned.plan).await {
-                    Ok(r) => r,
-                    Err(e @ Error::CommitConflict { .. }) if guard.is_some() && planned_again => {
-                        // Writers rewrite these manifests again and again (PyIceberg's
-                        // overwrites rewrite the manifests of the files they delete): plan again
-                        // inside the fence, where no cooperating writer moves the head. The
-                        // plan before this one read the manifests, so only what the head added
-                        // since is read while writers wait. An attempt of the retry policy,
-                        // without its backoff (nobody else commits while Cryo holds the fence).
-                        tracing::info!(table = %head.id, error = %e, "manifest rewrite planned again inside the commit fence");
-                        retry.next_wait(e)?;
-                        planned = plan(&head, &options, &mut cache).await?;
-                        planned_on = head.metadata.current_snapshot_id();
-                        if planned.plan.is_empty() {
-                            return Ok(nothing_left(planned, &retry, started));
-                        }
-                        planned.plan.replaced_paths()
-                    }
-                    Err(e @ Error::CommitConflict { .. }) => {
-                        // Another commit rewrote manifests this plan replaces: plan again on
-                        // the head, outside the fence (reading every manifest in scope).
-                        drop(guard);
-                        tracing::info!(table = %head.id, error = %e, "manifest rewrite planned again");
-                        head = retry.reload_after(committer.as_ref(), &head, e).await?;
-                        if let Some(id) = retry.landed(&head) {
-                            break (id, landed_summary(&head, id), head);
-                        }
-                        planned = plan(&head, &options, &mut cache).await?;
-                        planned_again = true;
-                        planned_on = head.metadata.current_snapshot_id();
-                        if planned.plan.is_empty() {
-                            return Ok(nothing_left(planned, &retry, started));
-                        }
-                        continue;
-                    }
-                    Err(e) => return Err(e),
-                }
-            };
-            let staged = SnapshotProducer::rewrite_manifests(&head)
-                .replace_manifests(replaced, planned.manifests.iter().cloned())
-                .with_clock(Arc::clone(&clock))
-                .set_snapshot_property("cryo.operation", "rewrite_manifests")
-                .stage()
-                .await?;
-            retry.staged(&staged);
-            match staged.commit(committer.as_ref()).await {
-                Ok(c) => break (c.snapshot_id, c.summary, c.table),
-                Err(e) => {
-                    drop(guard);
-                    head = retry.reload_after(committer.as_ref(), &head, e).await?;
-                    if let Some(id) = retry.landed(&head) {
-                        break (id, landed_summary(&head, id), head);
-                    }
-                }
-            }
+        let mut driver = CommitDriver::new(committer.as_ref(), policy)?
+            .with_fence(options.commit_fence.as_ref(), catalog.name());
+        let mut op = ManifestsCommit {
+            options: &options,
+            clock: &clock,
+            planned_on: base.metadata.current_snapshot_id(),
+            planned,
+            cache: ReadCache::default(),
+            planned_again: false,
+            replan: false,
         };
+        let mut head = base;
+        let landed = match driver.drive(&mut head, &mut op).await? {
+            Driven::Landed(l) => l,
+            Driven::Nothing(_) => return Ok(nothing_left(op.planned, driver.retries(), started)),
+        };
+        let planned = op.planned;
+        let (snapshot_id, summary, after) = (
+            landed.snapshot_id.unwrap_or_default(),
+            landed.summary,
+            landed.table,
+        );
         let mut outcome = planned_outcome(planned.plan, false);
         let count = |key: &str| {
             summary
@@ -946,7 +885,7 @@ impl PreparedManifestRewrite<'_> {
         outcome.manifests_kept = count(MANIFESTS_KEPT) as usize;
         outcome.manifests_replaced = count(MANIFESTS_REPLACED) as usize;
         outcome.entries_processed = count(ENTRIES_PROCESSED);
-        outcome.retries = retry.failed_attempts();
+        outcome.retries = driver.retries();
         if let Some(s) = after.metadata.snapshot_by_id(snapshot_id) {
             let list = read_manifest_list(&after, s).await?;
             outcome.manifests_after = list.len();
@@ -964,14 +903,93 @@ impl PreparedManifestRewrite<'_> {
     }
 }
 
-/// The outcome of a rewrite whose plan on a newer head found nothing left to do.
-fn nothing_left(
+/// A manifest rewrite as the commit driver sees it: while every replaced manifest is still
+/// listed, an attempt stages the same rewrite on the new head; when another commit rewrote one
+/// of them, the rewrite is planned again on the new head (outside the fence, or inside it when
+/// writers rewrote them again before Cryo got back in).
+struct ManifestsCommit<'a> {
+    options: &'a RewriteManifestsOptions,
+    clock: &'a Arc<dyn Clock>,
     planned: Planned,
-    retry: &CommitRetry,
-    started: Instant,
-) -> RewriteManifestsOutcome {
+    /// The snapshot the plan was made on.
+    planned_on: Option<i64>,
+    /// What plans made while committing read (manifests are immutable).
+    cache: ReadCache,
+    /// Whether the rewrite was planned again already.
+    planned_again: bool,
+    /// Plan again before the next attempt (outside the fence).
+    replan: bool,
+}
+
+impl ManifestsCommit<'_> {
+    async fn plan_on(&mut self, head: &LoadedTable) -> Result<Prepared> {
+        self.planned = plan(head, self.options, &mut self.cache).await?;
+        self.planned_on = head.metadata.current_snapshot_id();
+        Ok(if self.planned.plan.is_empty() {
+            Prepared::Nothing
+        } else {
+            Prepared::Ready
+        })
+    }
+}
+
+impl CommitOp for ManifestsCommit<'_> {
+    async fn prepare(&mut self, head: &LoadedTable) -> Result<Prepared> {
+        if !std::mem::take(&mut self.replan) {
+            return Ok(Prepared::Ready);
+        }
+        // Another commit rewrote manifests this plan replaces: plan again on the head, outside
+        // the fence (reading every manifest in scope).
+        self.planned_again = true;
+        self.plan_on(head).await
+    }
+
+    async fn attempt(&mut self, head: &LoadedTable, cx: AttemptContext<'_>) -> Result<Attempt> {
+        let replaced = if head.metadata.current_snapshot_id() == self.planned_on {
+            self.planned.plan.replaced_paths()
+        } else {
+            match check_head(head, &self.planned.plan).await {
+                Ok(r) => r,
+                Err(e @ Error::CommitConflict { .. }) if cx.fenced && self.planned_again => {
+                    // Writers rewrite these manifests again and again (PyIceberg's overwrites
+                    // rewrite the manifests of the files they delete): plan again inside the
+                    // fence, where no cooperating writer moves the head. The plan before this
+                    // one read the manifests, so only what the head added since is read while
+                    // writers wait. An attempt of the retry policy, without its backoff (nobody
+                    // else commits while Cryo holds the fence).
+                    tracing::info!(table = %head.id, error = %e, "manifest rewrite planned again inside the commit fence");
+                    cx.retry.next_wait(e)?;
+                    if let Prepared::Nothing = self.plan_on(head).await? {
+                        return Ok(Attempt::Nothing);
+                    }
+                    self.planned.plan.replaced_paths()
+                }
+                Err(e @ Error::CommitConflict { .. }) => {
+                    tracing::info!(table = %head.id, error = %e, "manifest rewrite planned again");
+                    self.replan = true;
+                    return Err(e);
+                }
+                Err(e) => return Err(e),
+            }
+        };
+        let staged = SnapshotProducer::rewrite_manifests(head)
+            .replace_manifests(replaced, self.planned.manifests.iter().cloned())
+            .with_clock(Arc::clone(self.clock))
+            .set_snapshot_property("cryo.operation", "rewrite_manifests")
+            .stage()
+            .await?;
+        Ok(Attempt::Snapshot(Box::new(staged)))
+    }
+
+    fn retry_on(&self, err: &Error) -> bool {
+        self.replan && matches!(err, Error::CommitConflict { .. })
+    }
+}
+
+/// The outcome of a rewrite whose plan on a newer head found nothing left to do.
+fn nothing_left(planned: Planned, retries: u32, started: Instant) -> RewriteManifestsOutcome {
     let mut outcome = planned_outcome(planned.plan, false);
-    outcome.retries = retry.failed_attempts();
+    outcome.retries = retries;
     outcome.duration_ms = started.elapsed().as_millis() as u64;
     outcome
 }
@@ -1000,14 +1018,6 @@ fn planned_outcome(plan: ManifestRewritePlan, dry_run: bool) -> RewriteManifests
         duration_ms: 0,
         plan,
     }
-}
-
-/// The summary of snapshot `id` of `head` (an attempt whose answer was lost that committed).
-fn landed_summary(head: &LoadedTable, id: i64) -> std::collections::HashMap<String, String> {
-    head.metadata
-        .snapshot_by_id(id)
-        .map(|s| s.summary().additional_properties.clone())
-        .unwrap_or_default()
 }
 
 /// A commit after the base: every manifest the rewrite replaces must still be listed by the

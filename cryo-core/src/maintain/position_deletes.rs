@@ -39,11 +39,11 @@ use serde::{Deserialize, Serialize};
 
 use crate::catalog::{Catalog, LoadedTable, TableId};
 use crate::clock::{Clock, SystemClock};
+use crate::commit::driver::{Attempt, AttemptContext, CommitDriver, CommitOp, Driven};
 use crate::commit::{
-    CatalogCommitter, CommitRetry, LiveFile, POS_DELETE_FILE_PATH_FIELD_ID, RetryPolicy,
-    SnapshotProducer, certainly_not_committed, live_files, write_position_deletes,
+    CatalogCommitter, CommitFence, LiveFile, POS_DELETE_FILE_PATH_FIELD_ID, RetryPolicy,
+    SnapshotProducer, live_files, write_position_deletes,
 };
-use crate::commit::{CommitFence, enter_fence};
 use crate::compact::{
     DeleteKind, GroupDeleteFile, PartitionPaths, PartitionRef, read_position_file, recently_changed,
 };
@@ -829,38 +829,17 @@ impl PreparedPositionDeleteRewrite<'_> {
                     None => RetryPolicy::for_table(self.base.metadata.properties())
                         .map_err(|e| e.in_table(&self.base.id)),
                 };
-                // Under the fence (if any), no cooperating writer's operation spans the commit,
-                // and the first attempt is staged on the head as the writers in flight left it.
-                let fence = match &self.options.commit_fence {
-                    Some(f) => enter_fence(f, self.catalog.name(), committer.as_ref(), &self.base)
-                        .await
-                        .map(|(g, head)| (Some(g), head)),
-                    None => Ok((None, self.base.clone())),
-                };
-                let policy = match (policy, fence) {
-                    (Ok(p), Ok(f)) => Ok((p, f)),
-                    (Err(e), _) | (_, Err(e)) => Err(e),
-                };
-                let (group_outcomes, snapshot) = match policy {
-                    Ok((policy, (_fence, head))) => {
-                        commit_groups(
-                            committer.as_ref(),
-                            &self.base,
-                            head,
-                            &outcome.plan,
-                            self.rewritten,
-                            &policy,
-                            &self.clock,
-                        )
-                        .await
-                    }
-                    Err(e) => {
-                        for r in &self.rewritten {
-                            delete_files(&self.base, r).await;
-                        }
-                        return Err(e);
-                    }
-                };
+                let (group_outcomes, snapshot) = commit_groups(
+                    committer.as_ref(),
+                    self.options.commit_fence.as_ref(),
+                    self.catalog.name(),
+                    &self.base,
+                    &outcome.plan,
+                    self.rewritten,
+                    policy,
+                    &self.clock,
+                )
+                .await;
                 results.extend(group_outcomes);
                 outcome.snapshot_ids.extend(snapshot);
             }
@@ -1061,139 +1040,129 @@ fn conflict(g: &PositionDeleteGroup, r: &Rewritten, live: &HashSet<String>) -> O
         .map(|d| format!("data file {d} is no longer live (another commit rewrote or removed it)"))
 }
 
-/// Commit the rewritten groups in one `replace`, validating every retry; returns the groups'
-/// outcomes and the snapshot committed. The first attempt is staged on `head` (the base, or the
-/// head reloaded inside the commit fence), validated against `base` when it moved.
+/// Commit the rewritten groups in one `replace` through the commit driver (under `fence`, if
+/// any), validating every attempt whose head moved from `base`; returns the groups' outcomes and
+/// the snapshot committed.
 #[allow(
-    clippy::too_many_lines,
-    reason = "one retry loop: validate, stage, commit, reload"
+    clippy::too_many_arguments,
+    reason = "the commit's inputs, passed once"
 )]
 async fn commit_groups(
     committer: &dyn CatalogCommitter,
+    fence: Option<&CommitFence>,
+    catalog: &str,
     base: &LoadedTable,
-    mut head: LoadedTable,
     plan: &PositionDeletePlan,
-    mut groups: Vec<Rewritten>,
-    policy: &RetryPolicy,
+    groups: Vec<Rewritten>,
+    policy: Result<RetryPolicy>,
     clock: &Arc<dyn Clock>,
 ) -> (Vec<DeleteGroupOutcome>, Option<i64>) {
-    let mut out = Vec::new();
-    let group_of = |r: &Rewritten| plan.groups.get(r.group).cloned();
-    let fail_all = async |groups: Vec<Rewritten>, e: &Error, delete: bool, retries: u32| {
-        let mut res = Vec::new();
-        for r in groups {
-            let deleted = delete && delete_files(base, &r).await;
-            if let Some(g) = group_of(&r) {
-                res.push(written_outcome(
-                    &g,
-                    &r,
-                    failed(&plan.table, e, deleted),
-                    retries,
-                ));
-            }
+    let mut op = GroupsCommit {
+        base,
+        plan,
+        groups,
+        clock,
+        out: Vec::new(),
+    };
+    let mut driver = match policy.and_then(|p| CommitDriver::new(committer, p)) {
+        Ok(d) => d.with_fence(fence, catalog),
+        Err(e) => {
+            op.give_up(&e, true, 0).await;
+            return (op.out, None);
         }
-        res
     };
-    let mut retry = match CommitRetry::new(policy.clone()) {
-        Ok(r) => r,
-        Err(e) => return (fail_all(groups, &e, true, 0).await, None),
+    let mut head = base.clone();
+    let landed = match driver.drive(&mut head, &mut op).await {
+        Ok(Driven::Landed(l)) => l,
+        Ok(Driven::Nothing(_)) | Err(_) => return (op.out, None),
     };
-    loop {
-        if head.metadata.current_snapshot_id() != base.metadata.current_snapshot_id() {
-            let live: HashSet<String> = match live_files(&head).await {
-                Ok(l) => l
-                    .into_iter()
-                    .map(|f| f.file.file_path().to_string())
-                    .collect(),
-                Err(e) => {
-                    out.extend(fail_all(groups, &e, true, retry.failed_attempts()).await);
-                    return (out, None);
-                }
-            };
+    let snapshot_id = landed.snapshot_id.unwrap_or_default();
+    let status = match verify(&landed.summary, &op.groups) {
+        Ok(()) => DeleteGroupStatus::Committed { snapshot_id },
+        Err(e) => {
+            tracing::error!(table = %plan.table, error = %e, "post-commit verification failed");
+            failed(&plan.table, &e, false)
+        }
+    };
+    let retries = driver.retries();
+    for r in &op.groups {
+        if let Some(g) = plan.groups.get(r.group) {
+            op.out.push(written_outcome(g, r, status.clone(), retries));
+        }
+    }
+    (op.out, Some(snapshot_id))
+}
+
+/// The rewritten groups as the commit driver sees them.
+struct GroupsCommit<'a> {
+    base: &'a LoadedTable,
+    plan: &'a PositionDeletePlan,
+    /// The groups still to commit.
+    groups: Vec<Rewritten>,
+    clock: &'a Arc<dyn Clock>,
+    /// Outcomes of the groups dropped or given up.
+    out: Vec<DeleteGroupOutcome>,
+}
+
+impl CommitOp for GroupsCommit<'_> {
+    async fn attempt(&mut self, head: &LoadedTable, cx: AttemptContext<'_>) -> Result<Attempt> {
+        let plan = self.plan;
+        if head.metadata.current_snapshot_id() != self.base.metadata.current_snapshot_id() {
+            let live: HashSet<String> = live_files(head)
+                .await?
+                .into_iter()
+                .map(|f| f.file.file_path().to_string())
+                .collect();
             let mut keep = Vec::new();
-            for r in groups {
-                let Some(g) = group_of(&r) else { continue };
-                if let Some(reason) = conflict(&g, &r, &live) {
+            for r in std::mem::take(&mut self.groups) {
+                let Some(g) = plan.groups.get(r.group) else {
+                    continue;
+                };
+                if let Some(reason) = conflict(g, &r, &live) {
                     tracing::info!(table = %plan.table, partition = %g.partition.path, %reason, "position-delete group aborted by validation");
-                    delete_files(base, &r).await;
-                    out.push(written_outcome(
-                        &g,
+                    delete_files(self.base, &r).await;
+                    self.out.push(written_outcome(
+                        g,
                         &r,
                         DeleteGroupStatus::Conflicted { reason },
-                        retry.failed_attempts(),
+                        cx.retry.failed_attempts(),
                     ));
                 } else {
                     keep.push(r);
                 }
             }
-            groups = keep;
+            self.groups = keep;
         }
-        if groups.is_empty() {
-            return (out, None);
+        if self.groups.is_empty() {
+            return Ok(Attempt::Nothing);
         }
-        let mut producer = SnapshotProducer::replace(&head)
-            .with_clock(Arc::clone(clock))
+        let mut producer = SnapshotProducer::replace(head)
+            .with_clock(Arc::clone(self.clock))
             .set_snapshot_property("cryo.operation", "rewrite_position_deletes");
-        for r in &groups {
-            let Some(g) = group_of(r) else { continue };
+        for r in &self.groups {
+            let Some(g) = plan.groups.get(r.group) else {
+                continue;
+            };
             producer = producer.remove_delete_files(g.replaced().map(|f| f.path.clone()));
             if let Some(seq) = g.data_sequence_number {
                 producer = producer.add_delete_files_with_sequence_number(r.files.clone(), seq);
             }
         }
-        let staged = match producer.stage().await {
-            Ok(s) => s,
-            Err(e) => {
-                out.extend(fail_all(groups, &e, true, retry.failed_attempts()).await);
-                return (out, None);
-            }
-        };
-        retry.staged(&staged);
-        let landed = match staged.commit(committer).await {
-            Ok(c) => Some((c.snapshot_id, c.summary)),
-            Err(e) => {
-                let unknown = !certainly_not_committed(&e);
-                match retry.reload_after(committer, &head, e).await {
-                    Ok(next) => {
-                        let id = retry.landed(&next);
-                        head = next;
-                        id.map(|id| {
-                            let summary = head
-                                .metadata
-                                .snapshot_by_id(id)
-                                .map(|s| s.summary().additional_properties.clone())
-                                .unwrap_or_default();
-                            (id, summary)
-                        })
-                    }
-                    Err(e) => {
-                        out.extend(fail_all(groups, &e, !unknown, retry.failed_attempts()).await);
-                        return (out, None);
-                    }
-                }
-            }
-        };
-        let Some((snapshot_id, summary)) = landed else {
-            continue;
-        };
-        let status = match verify(&summary, &groups) {
-            Ok(()) => DeleteGroupStatus::Committed { snapshot_id },
-            Err(e) => {
-                tracing::error!(table = %plan.table, error = %e, "post-commit verification failed");
-                failed(&plan.table, &e, false)
-            }
-        };
-        for r in &groups {
-            if let Some(g) = group_of(r) {
-                out.push(written_outcome(
-                    &g,
-                    r,
-                    status.clone(),
-                    retry.failed_attempts(),
+        Ok(Attempt::Snapshot(Box::new(producer.stage().await?)))
+    }
+
+    async fn give_up(&mut self, err: &Error, delete_written: bool, attempts: u32) {
+        for r in std::mem::take(&mut self.groups) {
+            let deleted = delete_written && delete_files(self.base, &r).await;
+            if let Some(g) = self.plan.groups.get(r.group) {
+                self.out.push(written_outcome(
+                    g,
+                    &r,
+                    failed(&self.plan.table, err, deleted),
+                    attempts,
                 ));
             }
         }
-        return (out, Some(snapshot_id));
     }
 }
 

@@ -52,8 +52,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::catalog::{Catalog, LoadedTable, TableId};
 use crate::clock::{Clock, SystemClock};
-use crate::commit::enter_fence;
-use crate::commit::{CatalogCommitter, CommitRetry, RetryPolicy, TableChanges};
+use crate::commit::driver::{Attempt, AttemptContext, CommitDriver, CommitOp, Driven, Prepared};
+use crate::commit::{CatalogCommitter, RetryPolicy, TableChanges};
 use crate::error::{Error, Result};
 use crate::receipt::Footprint;
 
@@ -141,6 +141,52 @@ async fn prove(
         retained,
         found,
     })
+}
+
+/// An expiry as the commit driver sees it: each attempt selects on the head it is given and,
+/// when files are cleaned, proves which become unreachable before the commit.
+struct ExpiryCommit<'a> {
+    options: &'a ExpireOptions,
+    now: i64,
+    cache: &'a mut ProofCache,
+    /// Whether the proof on the head as first loaded was made (outside the fence).
+    warm: bool,
+    /// The last attempt's retention, selection and the sizes of the metadata files it drops.
+    staged: Option<(Retention, SnapshotSelection, HashMap<String, u64>)>,
+    /// The last attempt's proof.
+    proved: Option<Proof>,
+}
+
+impl CommitOp for ExpiryCommit<'_> {
+    async fn prepare(&mut self, head: &LoadedTable) -> Result<Prepared> {
+        if !self.warm {
+            if let Some((_, predicted, _)) = stage_expiry(head, self.options, self.now)?.commit {
+                let concurrency = self.options.max_concurrent_reads;
+                prove(head, &predicted, concurrency, self.cache).await?;
+            }
+            self.warm = true;
+        }
+        Ok(Prepared::Ready)
+    }
+
+    async fn attempt(&mut self, head: &LoadedTable, _cx: AttemptContext<'_>) -> Result<Attempt> {
+        let s = stage_expiry(head, self.options, self.now)?;
+        let Some((changes, predicted, dropped)) = s.commit else {
+            self.staged = Some((s.retention, s.selection, HashMap::new()));
+            return Ok(Attempt::Nothing);
+        };
+        let sizes = stat_all(&head.storage, &dropped, &mut self.cache.sizes).await;
+        if self.options.clean_files {
+            // Prove which files become unreachable before committing: a manifest list or
+            // manifest that cannot be read fails the real run exactly where its dry run fails,
+            // with nothing changed, instead of expiring the snapshots a person may need to roll
+            // a broken table back to and leaving the clean-up undone.
+            let concurrency = self.options.max_concurrent_reads;
+            self.proved = Some(prove(head, &predicted, concurrency, self.cache).await?);
+        }
+        self.staged = Some((s.retention, s.selection, sizes));
+        Ok(Attempt::Changes(changes))
+    }
 }
 
 /// The kind of an expired file (Spark's file types; statistics and partition statistics files
@@ -420,70 +466,68 @@ impl<'a> ExpireSnapshots<'a> {
             None => RetryPolicy::for_table(base.metadata.properties())
                 .map_err(|e| e.in_table(&base.id))?,
         };
-        let mut retry = CommitRetry::new(policy)?;
         let now = self.clock.now_ms();
 
         let mut head = base.clone();
         // What the proofs read, kept across attempts (manifest lists and manifests never change).
         let mut cache = ProofCache::default();
-        // The unreachable files, proved before the commit that expired them.
-        let mut proved: Option<Proof> = None;
-        // Under a fence, the proof on the head as first loaded is made outside it.
-        let mut warm = fence.is_none() || !options.clean_files;
-        let (retention, selection, after, dropped_metadata, metadata_sizes) = loop {
-            let mut guard = None;
-            if let (Some(committer), Some(fence)) = (&committer, fence) {
-                if !warm {
-                    if let Some((_, predicted, _)) = stage_expiry(&head, options, now)?.commit {
-                        prove(&head, &predicted, options.max_concurrent_reads, &mut cache).await?;
-                    }
-                    warm = true;
-                }
-                match enter_fence(fence, self.catalog.name(), committer.as_ref(), &head).await {
-                    Ok((g, fresh)) => {
-                        guard = Some(g);
-                        head = fresh;
-                    }
-                    Err(e) => {
-                        head = retry.reload_after(committer.as_ref(), &head, e).await?;
-                        continue;
+        let mut retries = 0;
+        // The unreachable files, proved before the commit that expired them (`proved`).
+        let (retention, selection, after, dropped_metadata, metadata_sizes, proved) =
+            match &committer {
+                None => {
+                    let s = stage_expiry(&head, options, now)?;
+                    match s.commit {
+                        None => (
+                            s.retention,
+                            s.selection,
+                            head,
+                            Vec::new(),
+                            HashMap::new(),
+                            None,
+                        ),
+                        Some((_, predicted, dropped)) => {
+                            let sizes = stat_all(&head.storage, &dropped, &mut cache.sizes).await;
+                            (s.retention, s.selection, predicted, dropped, sizes, None)
+                        }
                     }
                 }
-            }
-            let s = stage_expiry(&head, options, now)?;
-            let Some((changes, predicted, dropped)) = s.commit else {
-                break (
-                    s.retention,
-                    s.selection,
-                    head.clone(),
-                    Vec::new(),
-                    HashMap::new(),
-                );
+                Some(committer) => {
+                    let mut driver = CommitDriver::new(committer.as_ref(), policy)?
+                        .with_fence(fence, self.catalog.name());
+                    let mut op = ExpiryCommit {
+                        options,
+                        now,
+                        cache: &mut cache,
+                        // Under a fence, the proof on the head as first loaded is made outside it.
+                        warm: fence.is_none() || !options.clean_files,
+                        staged: None,
+                        proved: None,
+                    };
+                    let ended = driver.drive(&mut head, &mut op).await?;
+                    retries = driver.retries();
+                    let (proved, staged) = (op.proved, op.staged);
+                    let Some((retention, selection, sizes)) = staged else {
+                        return Err(Error::Internal(
+                            "expiry: the commit driver ended without an attempt".into(),
+                        ));
+                    };
+                    match ended {
+                        Driven::Nothing(head) => (
+                            retention,
+                            selection,
+                            *head,
+                            Vec::new(),
+                            HashMap::new(),
+                            None,
+                        ),
+                        Driven::Landed(l) => {
+                            let dropped = dropped_from_log(&l.staged_on, &l.table);
+                            (retention, selection, l.table, dropped, sizes, proved)
+                        }
+                    }
+                }
             };
-            let sizes = stat_all(&head.storage, &dropped, &mut cache.sizes).await;
-            let Some(committer) = &committer else {
-                break (s.retention, s.selection, predicted, dropped, sizes);
-            };
-            if options.clean_files {
-                // Prove which files become unreachable before committing: a manifest list or
-                // manifest that cannot be read fails the real run exactly where its dry run
-                // fails, with nothing changed, instead of expiring the snapshots a person may
-                // need to roll a broken table back to and leaving the clean-up undone.
-                proved =
-                    Some(prove(&head, &predicted, options.max_concurrent_reads, &mut cache).await?);
-            }
-            match committer.commit(&head, changes).await {
-                Ok(new_head) => {
-                    let dropped = dropped_from_log(&head, &new_head);
-                    break (s.retention, s.selection, new_head, dropped, sizes);
-                }
-                Err(e) => {
-                    drop(guard);
-                    tracing::info!(table = %name, error = %e, "expiry commit failed; reloading");
-                    head = retry.reload_after(committer.as_ref(), &head, e).await?;
-                }
-            }
-        };
 
         let after_ids: HashSet<i64> = after
             .metadata
@@ -530,7 +574,7 @@ impl<'a> ExpireSnapshots<'a> {
             kept_outside_location: Vec::new(),
             cleanup_error: None,
             warnings: Vec::new(),
-            retries: retry.failed_attempts(),
+            retries,
             duration_ms: 0,
         };
 
