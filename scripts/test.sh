@@ -41,8 +41,8 @@ fi
 # The same goes for the target: napi's build always passes `--target <host triple>`, which puts
 # its artifacts under target/<triple>/; naming the host triple for every build puts them all there.
 # Tests that build an example themselves (tests/py) read both variables.
-CORE_FEATURES=datafusion
-WS_FEATURES=cryo-core/$CORE_FEATURES
+CORE_FEATURES=datafusion,fuzz
+WS_FEATURES=cryo-core/datafusion,cryo-core/fuzz
 export CRYO_CORE_FEATURES=$CORE_FEATURES
 CARGO_BUILD_TARGET=$(rustc -vV | sed -n 's/^host: //p')
 export CARGO_BUILD_TARGET
@@ -111,9 +111,11 @@ step "cargo build (waiting for the background build)"
 wait_build
 
 # Every target and feature, warnings as errors; then the docs, broken links included.
-step "clippy and rustdoc (warnings are errors)"
+step "clippy and rustdoc (warnings are errors), the public API"
 cargo clippy --workspace --all-targets --features "$WS_FEATURES" -- -D warnings
 RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --features "$WS_FEATURES"
+# The public API of cryo-core against cryo-core/public-api.txt (CRYO_BLESS=1 accepts a change).
+python3 scripts/public_api.py
 
 # --include-ignored: the tests that need the peers (ignored by a plain `cargo test`) run here,
 # where the fixtures and services are up; the measurement test is left to its benchmark.

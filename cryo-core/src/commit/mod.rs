@@ -81,9 +81,12 @@ pub use files::{LiveFile, live_files};
 pub(crate) use files::{read_manifest_list, read_manifests};
 pub(crate) use producer::manifest_size_model;
 pub use producer::{
-    CommitOutcome, ENTRIES_PROCESSED, ExistingEntry, MANIFESTS_CREATED, MANIFESTS_KEPT,
-    MANIFESTS_REPLACED, ManifestClusters, NewManifest, SnapshotProducer, StagedSnapshot,
-    certainly_not_committed, existing_entries,
+    CommitOutcome, ManifestClusters, SnapshotProducer, StagedSnapshot, certainly_not_committed,
+};
+// Manifest rewrites (`maintain::RewriteManifests`) are Cryo's own operation, not API.
+pub(crate) use producer::{
+    ENTRIES_PROCESSED, ExistingEntry, MANIFESTS_CREATED, MANIFESTS_KEPT, MANIFESTS_REPLACED,
+    NewManifest, existing_entries,
 };
 pub use retry::{CommitRetry, RetryPolicy};
 pub use validate::{

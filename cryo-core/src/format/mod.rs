@@ -33,12 +33,14 @@ use crate::error::{Error, Result};
 use crate::io::ObjectStorage;
 
 pub(crate) mod avro;
+#[cfg(any(test, feature = "fuzz"))]
 mod check;
 pub(crate) mod manifest;
 pub(crate) mod manifest_list;
 pub(crate) mod manifest_write;
-pub mod metadata;
+mod metadata;
 
+#[cfg(feature = "fuzz")]
 #[doc(hidden)]
 pub use check::check_fast_readers;
 pub use manifest::parse_manifest;

@@ -46,14 +46,14 @@
 //! ```
 
 mod checks;
-pub mod cost;
+mod cost;
 
 use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
 pub use checks::{CHECKS, CheckInfo, checks_markdown};
-pub use cost::{CostModel, CostReport};
+pub use cost::{CostModel, CostReport, OpSaving, estimate};
 
 use crate::catalog::TableId;
 use crate::error::{Error, Result};

@@ -34,19 +34,20 @@
 //! # }).unwrap();
 //! ```
 
-pub mod expire;
-pub mod manifests;
-pub mod missing;
-pub mod orphans;
-pub mod position_deletes;
-pub mod run;
+mod expire;
+mod manifests;
+mod missing;
+mod orphans;
+mod position_deletes;
+mod run;
 
 pub use expire::{
-    DeleteFailure as ExpiryDeleteFailure, ExpireOptions, ExpireOutcome, ExpireSnapshots,
-    ExpiredFile, ExpiredFileKind, FilesByKind, History, Retention, SnapshotSelection,
-    expire_snapshots, select_snapshots,
+    DEFAULT_MAX_SNAPSHOT_AGE_MS, DeleteFailure as ExpiryDeleteFailure, ExpireOptions,
+    ExpireOutcome, ExpireSnapshots, ExpiredFile, ExpiredFileKind, FilesByKind, History, Retention,
+    SnapshotSelection, expire_snapshots, select_snapshots,
 };
 pub use manifests::{
+    DEFAULT_MANIFEST_TARGET_SIZE, MANIFEST_TARGET_SIZE_PROPERTY, MIN_MANIFEST_TARGET_SIZE,
     ManifestGroup, ManifestKind, ManifestRewritePlan, PreparedManifestRewrite, ReplaceReason,
     ReplacedManifest, RewriteManifests, RewriteManifestsOptions, RewriteManifestsOutcome,
     RewriteManifestsStatus, plan_manifest_rewrite, rewrite_manifests,
@@ -56,8 +57,9 @@ pub use missing::{
     SnapshotDamage, UnreadableFile, find_missing_files,
 };
 pub use orphans::{
-    DeleteFailure, FileUri, OrphanFile, PrefixConflict, PrefixMismatchMode, RemoveOrphanFiles,
-    RemoveOrphanFilesOptions, RemoveOrphanFilesOutcome, SharedLocationMode, remove_orphan_files,
+    DEFAULT_RETENTION_MS, DeleteFailure, FileUri, MIN_RETENTION_MS, OrphanFile, PrefixConflict,
+    PrefixMismatchMode, RemoveOrphanFiles, RemoveOrphanFilesOptions, RemoveOrphanFilesOutcome,
+    SharedLocationMode, remove_orphan_files,
 };
 pub use position_deletes::{
     DeleteGroupOutcome, DeleteGroupStatus, PlannedDeleteFile, PositionDeleteGroup,

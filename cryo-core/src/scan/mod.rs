@@ -51,6 +51,11 @@ mod scanner;
 pub use fleet::{
     FleetScan, FleetScanOptions, TableScanError, scan_fleet, scan_fleet_with_progress,
 };
-pub use model::*;
+pub use model::{
+    ColumnInfo, ColumnStatsCoverage, DeleteKindStats, DeleteStats, FileEntry, FileStats,
+    ManifestStats, MetadataFileStats, PartitionFieldInfo, PartitionFieldValue, PartitionSpecInfo,
+    PartitionStats, PartitionValue, PartitioningInfo, RefInfo, SchemaInfo, SizeHistogram,
+    SnapshotInfo, SnapshotStats, SortFieldInfo, SortOrderInfo, TableScan, WriteSettings,
+};
 pub use partition::days_from_epoch;
 pub use scanner::{ScanOptions, list_files, scan_loaded, scan_table};

@@ -195,7 +195,7 @@ impl SnapshotProducer {
 /// The live entries of manifest `mf` (read as `manifest`) as a rewritten manifest must carry
 /// them: `EXISTING`, with their snapshot id, data and file sequence numbers, and on v3 the
 /// `first_row_id` they inherit made explicit. `DELETED` entries are left out.
-pub fn existing_entries(
+pub(crate) fn existing_entries(
     table: &LoadedTable,
     mf: &ManifestFile,
     manifest: &Manifest,

@@ -24,7 +24,7 @@ mod staged;
 #[cfg(test)]
 mod tests;
 
-pub use manifests::existing_entries;
+pub(crate) use manifests::existing_entries;
 pub(crate) use manifests::manifest_size_model;
 pub use staged::certainly_not_committed;
 
@@ -37,7 +37,7 @@ pub use staged::certainly_not_committed;
 /// | [`new`](Self::new) | no | yes | `delete` (`RowDelta`, `DeleteFiles`) |
 /// | [`new`](Self::new) | yes | yes | `overwrite` |
 /// | [`replace`](Self::replace) | any | removes data and/or delete files | `replace` (`RewriteFiles`) |
-/// | [`rewrite_manifests`](Self::rewrite_manifests) | no | no: the same files in other manifests | `replace` (`RewriteManifests`) |
+/// | (crate-internal) `rewrite_manifests`, for `maintain::RewriteManifests` | no | no: the same files in other manifests | `replace` (`RewriteManifests`) |
 ///
 /// New data files and new delete files go to separate new manifests (format v2+ keeps deletes in
 /// delete manifests; v1 has no delete files); their sequence numbers are inherited from the
@@ -74,16 +74,27 @@ pub struct SnapshotProducer {
     added_deletes: Vec<DataFile>,
     removed_data: BTreeSet<String>,
     removed_deletes: BTreeSet<String>,
-    replace: bool,
+    kind: Kind,
     data_sequence_number: Option<i64>,
     /// Explicit data sequence numbers of added delete files, by path (a position-delete rewrite).
     delete_sequence_numbers: HashMap<String, i64>,
-    /// Set for a manifest rewrite: manifests replaced and the manifests written in their place.
-    manifest_rewrite: Option<ManifestRewrite>,
     /// A multi-snapshot run's layout of the files it removes later (see [`ManifestClusters`]).
     clusters: Option<ManifestClusters>,
     properties: HashMap<String, String>,
     clock: Arc<dyn Clock>,
+}
+
+/// The kinds of snapshot a producer makes; they share the snapshot-finishing path
+/// (`stage`: manifests, manifest list, summary, snapshot) and differ in what they stage.
+#[derive(Debug, Clone)]
+enum Kind {
+    /// `append`, `delete` or `overwrite` (Java's `MergeAppend`, `RowDelta`, `OverwriteFiles`,
+    /// `DeleteFiles`): the operation follows from what is added and removed.
+    Change,
+    /// `replace` (Java's `RewriteFiles`): files rewritten, the rows unchanged.
+    Replace,
+    /// `replace` (Java's `RewriteManifests`): the same live files in other manifests.
+    Manifests(ManifestRewrite),
 }
 
 /// How a run that removes files over several snapshots (compaction with partial progress) lays
@@ -149,7 +160,7 @@ struct ManifestRewrite {
 /// `first_row_id` it inherited, made explicit).
 #[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]
-pub struct ExistingEntry {
+pub(crate) struct ExistingEntry {
     /// The file (data or delete), with its partition tuple and metrics.
     pub file: DataFile,
     /// Snapshot that added the file.
@@ -164,7 +175,7 @@ pub struct ExistingEntry {
 /// (all of one content type and one partition spec), in the order given.
 #[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]
-pub struct NewManifest {
+pub(crate) struct NewManifest {
     /// Data or delete manifest.
     pub content: ManifestContentType,
     /// Partition spec of every entry.
@@ -185,13 +196,13 @@ impl NewManifest {
 }
 
 /// The summary keys of a manifest rewrite (Java's `SnapshotSummary` constants).
-pub const MANIFESTS_CREATED: &str = "manifests-created";
+pub(crate) const MANIFESTS_CREATED: &str = "manifests-created";
 /// Manifests of the parent carried over unchanged.
-pub const MANIFESTS_KEPT: &str = "manifests-kept";
+pub(crate) const MANIFESTS_KEPT: &str = "manifests-kept";
 /// Manifests of the parent replaced by the new ones.
-pub const MANIFESTS_REPLACED: &str = "manifests-replaced";
+pub(crate) const MANIFESTS_REPLACED: &str = "manifests-replaced";
 /// Live entries moved from the replaced manifests into the new ones.
-pub const ENTRIES_PROCESSED: &str = "entries-processed";
+pub(crate) const ENTRIES_PROCESSED: &str = "entries-processed";
 
 /// A snapshot written to storage (manifests, manifest list) but not yet committed.
 #[derive(Debug, Clone)]
@@ -253,10 +264,9 @@ impl SnapshotProducer {
             added_deletes: Vec::new(),
             removed_data: BTreeSet::new(),
             removed_deletes: BTreeSet::new(),
-            replace: false,
+            kind: Kind::Change,
             data_sequence_number: None,
             delete_sequence_numbers: HashMap::new(),
-            manifest_rewrite: None,
             clusters: None,
             properties: HashMap::new(),
             clock: clock::system(),
@@ -273,7 +283,7 @@ impl SnapshotProducer {
     /// with [`validate_rewrite`](super::validate_rewrite).
     pub fn replace(base: &LoadedTable) -> Self {
         Self {
-            replace: true,
+            kind: Kind::Replace,
             ..Self::new(base)
         }
     }
@@ -288,10 +298,9 @@ impl SnapshotProducer {
     /// files (Java's `validateFilesCounts`); manifests not replaced are carried over as they
     /// are, after the new ones. The summary carries the totals over and counts
     /// `manifests-created`, `manifests-kept`, `manifests-replaced` and `entries-processed`.
-    pub fn rewrite_manifests(base: &LoadedTable) -> Self {
+    pub(crate) fn rewrite_manifests(base: &LoadedTable) -> Self {
         Self {
-            replace: true,
-            manifest_rewrite: Some(ManifestRewrite::default()),
+            kind: Kind::Manifests(ManifestRewrite::default()),
             ..Self::new(base)
         }
     }
@@ -299,18 +308,26 @@ impl SnapshotProducer {
     /// In a [manifest rewrite](Self::rewrite_manifests): drop the manifests at `replaced` (paths
     /// as the manifest list names them) and write `manifests` instead.
     #[must_use]
-    pub fn replace_manifests(
+    pub(crate) fn replace_manifests(
         mut self,
         replaced: impl IntoIterator<Item = impl Into<String>>,
         manifests: impl IntoIterator<Item = NewManifest>,
     ) -> Self {
-        let rewrite = self
-            .manifest_rewrite
-            .get_or_insert_with(ManifestRewrite::default);
-        rewrite
-            .replaced
-            .extend(replaced.into_iter().map(Into::into));
-        rewrite.new.extend(manifests);
+        let replaced = replaced.into_iter().map(Into::into);
+        match &mut self.kind {
+            Kind::Manifests(rewrite) => {
+                rewrite.replaced.extend(replaced);
+                rewrite.new.extend(manifests);
+            }
+            // Naming manifests to replace makes any producer a manifest rewrite (staging then
+            // refuses one that also adds or removes files).
+            kind => {
+                *kind = Kind::Manifests(ManifestRewrite {
+                    replaced: replaced.collect(),
+                    new: manifests.into_iter().collect(),
+                });
+            }
+        }
         self
     }
 
@@ -422,7 +439,7 @@ impl SnapshotProducer {
 
     /// The operation the snapshot will record.
     pub fn operation(&self) -> Result<Operation> {
-        if let Some(rewrite) = &self.manifest_rewrite {
+        if let Kind::Manifests(rewrite) = &self.kind {
             if !(self.added_data.is_empty()
                 && self.added_deletes.is_empty()
                 && self.removed_data.is_empty()
@@ -441,7 +458,7 @@ impl SnapshotProducer {
             }
             return Ok(Operation::Replace);
         }
-        if self.replace {
+        if matches!(self.kind, Kind::Replace) {
             if self.removed_data.is_empty() && self.removed_deletes.is_empty() {
                 return Err(Error::validation(format!(
                     "{}: a replace must remove at least one data or delete file",
@@ -574,7 +591,7 @@ impl SnapshotProducer {
     fn validate_removals(&self) -> Result<()> {
         let md = self.base.metadata.as_ref();
         let table = &self.base.id;
-        if !self.replace {
+        if matches!(self.kind, Kind::Change) {
             if !self.removed_deletes.is_empty() {
                 return Err(Error::validation(format!(
                     "{table}: removing delete files brings deleted rows back unless the rows are rewritten; \
@@ -594,7 +611,7 @@ impl SnapshotProducer {
             )));
         }
         if !self.delete_sequence_numbers.is_empty() {
-            if !self.replace || self.removed_deletes.is_empty() {
+            if matches!(self.kind, Kind::Change) || self.removed_deletes.is_empty() {
                 return Err(Error::validation(format!(
                     "{table}: explicit data sequence numbers of delete files are only meaningful in a replace that removes delete files"
                 )));

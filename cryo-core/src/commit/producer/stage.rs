@@ -1,12 +1,12 @@
 //! The snapshot-finishing path every kind of snapshot shares: new manifests written, the
 //! manifest list (and on v3 the snapshot's row range), the summary, the snapshot itself.
 
-use super::SnapshotProducer;
 use super::StagedSnapshot;
 use super::iceberg_error;
 use super::staged::ManifestNames;
 use super::staged::commit_changes;
 use super::staged::new_snapshot_id;
+use super::{Kind, SnapshotProducer};
 use crate::catalog::committer::metadata_dir;
 use crate::commit::files::read_manifest;
 use crate::commit::files::read_manifest_list;
@@ -31,7 +31,7 @@ impl SnapshotProducer {
         operation: Operation,
         written: &mut Vec<String>,
     ) -> Result<StagedSnapshot> {
-        if let Some(rewrite) = &self.manifest_rewrite {
+        if let Kind::Manifests(rewrite) = &self.kind {
             return self.stage_manifest_rewrite(rewrite, written).await;
         }
         let md = self.base.metadata.as_ref();
