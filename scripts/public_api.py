@@ -34,6 +34,7 @@ def doc_dir() -> Path:
     triple = os.environ.get("CARGO_BUILD_TARGET")
     candidates = [target / triple / "doc" / "cryo_core"] if triple else []
     candidates.append(target / "doc" / "cryo_core")
+    candidates.extend(sorted(target.glob("*/doc/cryo_core")))
     for c in candidates:
         if (c / "all.html").is_file():
             return c
@@ -43,6 +44,7 @@ def doc_dir() -> Path:
 def text(fragment: str) -> str:
     """The text of an HTML fragment, on one line."""
     fragment = re.sub(r"<(span|div) class=\"(since|rightside)[^\"]*\".*?</\1>", " ", fragment)
+    fragment = re.sub(r"<summary\b.*?</summary>", " ", fragment, flags=re.S)
     fragment = re.sub(r"<(div|br)\b[^>]*>", " ", fragment)
     plain = html.unescape(re.sub(r"<[^>]+>", "", fragment))
     return " ".join(plain.split())

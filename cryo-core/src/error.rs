@@ -101,8 +101,11 @@ pub enum Error {
     CommitConflict {
         /// Table identifier.
         table: String,
-        /// Why the commit could not be retried.
+        /// Why the commit could not be made.
         message: String,
+        /// Whether an attempt on the reloaded head may succeed: false when validation found the
+        /// conflict final (the table was replaced, or has no snapshot left to build on).
+        retryable: bool,
     },
 
     /// A destructive operation refused to run because it could lose data: a location shared
@@ -135,16 +138,36 @@ pub enum Error {
     /// A bug in Cryo.
     #[error("internal error: {0} (this is a bug in Cryo; please report it)")]
     Internal(String),
+
+    /// Arrow, Parquet, a JSON encoder or one of Cryo's own tasks failed on data Cryo read or
+    /// produced: a bug or a limit of the machine, not something the input can fix. Its code is
+    /// `internal`, like [`Error::Internal`]'s; the underlying error is its source.
+    #[error("{context}: {source}")]
+    Compute {
+        /// What Cryo was doing (and on which table or file).
+        context: String,
+        /// The failure.
+        #[source]
+        source: BoxError,
+    },
 }
 
 impl Error {
+    /// An [`Error::Compute`]: `context` says what Cryo was doing, `source` what failed.
+    pub(crate) fn compute(context: impl Into<String>, source: impl Into<BoxError>) -> Self {
+        Error::Compute {
+            context: context.into(),
+            source: source.into(),
+        }
+    }
+
     /// Whether trying the same call again may succeed (transient I/O, catalog throttling).
     pub fn is_retryable(&self) -> bool {
         match self {
             Error::Catalog { retryable, .. }
             | Error::Storage { retryable, .. }
-            | Error::Engine { retryable, .. } => *retryable,
-            Error::CommitConflict { .. } => true,
+            | Error::Engine { retryable, .. }
+            | Error::CommitConflict { retryable, .. } => *retryable,
             _ => false,
         }
     }
@@ -163,7 +186,7 @@ impl Error {
             Error::CommitConflict { .. } => "commit_conflict",
             Error::Refused { .. } => "refused",
             Error::Engine { .. } => "engine",
-            Error::Internal(_) => "internal",
+            Error::Internal(_) | Error::Compute { .. } => "internal",
         }
     }
 
@@ -251,32 +274,45 @@ impl Error {
     }
 }
 
-/// Map an upstream error met while committing or writing for `table`.
+/// Upstream's error met on `table` (empty when the caller does not know it) while doing `what`:
+/// the one mapping of `iceberg::Error`, which [`From`] uses too.
 ///
 /// Storage failures reach us through our own adapter as `Unexpected` with a retryable flag;
 /// `DataInvalid` means the input (files, schema, metadata change) does not fit the table.
+/// Whatever is not one of the kinds below keeps upstream's error as its source.
 pub(crate) fn iceberg_error(
     table: impl std::fmt::Display,
     what: &str,
     err: iceberg::Error,
 ) -> Error {
     use iceberg::ErrorKind as K;
+    let table = table.to_string();
+    let context = if table.is_empty() {
+        what.to_string()
+    } else {
+        format!("{table}: {what}")
+    };
     match err.kind() {
         K::CatalogCommitConflicts => Error::CommitConflict {
-            table: table.to_string(),
+            table,
             message: format!("{what}: {}", err.message()),
+            retryable: true,
         },
         K::DataInvalid | K::PreconditionFailed => {
-            Error::validation(format!("{table}: {what}: {}", err.message()))
+            Error::validation(format!("{context}: {}", err.message()))
         }
-        K::FeatureUnsupported => Error::unsupported(format!("{table}: {what}: {}", err.message())),
+        K::FeatureUnsupported => Error::unsupported(format!("{context}: {}", err.message())),
         K::TableNotFound | K::NamespaceNotFound => Error::NotFound {
-            what: table.to_string(),
+            what: if table.is_empty() {
+                err.message().to_string()
+            } else {
+                table
+            },
         },
         _ => {
             let retryable = err.retryable();
             Error::Storage {
-                path: table.to_string(),
+                path: table,
                 message: format!("{what}: {}", err.message()),
                 source: Some(Box::new(err)),
                 retryable,
@@ -287,19 +323,6 @@ pub(crate) fn iceberg_error(
 
 impl From<iceberg::Error> for Error {
     fn from(err: iceberg::Error) -> Self {
-        use iceberg::ErrorKind as K;
-        match err.kind() {
-            K::TableNotFound | K::NamespaceNotFound => Error::NotFound {
-                what: err.message().to_string(),
-            },
-            K::FeatureUnsupported => Error::Unsupported {
-                message: err.message().to_string(),
-            },
-            K::CatalogCommitConflicts => Error::CommitConflict {
-                table: String::new(),
-                message: err.message().to_string(),
-            },
-            _ => Error::Internal(format!("iceberg: {err}")),
-        }
+        iceberg_error("", "iceberg", err)
     }
 }

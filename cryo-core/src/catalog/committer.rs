@@ -96,6 +96,8 @@ pub trait CatalogCommitter: Send + Sync + fmt::Debug {
                 .map_err(|e| Error::CommitConflict {
                     table: table.clone(),
                     message: format!("the table changed since it was loaded: {}", e.message()),
+                    // Another table under the same name: no reload makes this commit fit it.
+                    retryable: !matches!(requirement, TableRequirement::UuidMatch { .. }),
                 })?;
         }
         let metadata = apply_updates(&head, changes.updates)?;
@@ -151,7 +153,7 @@ pub(crate) fn encode_metadata(
     metadata: &TableMetadata,
 ) -> Result<(Bytes, &'static str)> {
     let json = serde_json::to_vec(metadata)
-        .map_err(|e| Error::Internal(format!("{table}: cannot serialize metadata: {e}")))?;
+        .map_err(|e| Error::compute(format!("{table}: cannot serialize metadata"), e))?;
     let codec = metadata
         .properties()
         .get(METADATA_CODEC)
@@ -164,7 +166,7 @@ pub(crate) fn encode_metadata(
             enc.write_all(&json)
                 .and_then(|()| enc.finish())
                 .map(|gz| (Bytes::from(gz), ".gz.metadata.json"))
-                .map_err(|e| Error::Internal(format!("{table}: gzip metadata: {e}")))
+                .map_err(|e| Error::compute(format!("{table}: gzip metadata"), e))
         }
         other => Err(Error::unsupported(format!(
             "{table}: {METADATA_CODEC}={other} (Cryo writes none or gzip)"
@@ -366,6 +368,7 @@ fn conflict(id: &TableId, message: String) -> Error {
     Error::CommitConflict {
         table: id.to_string(),
         message,
+        retryable: true,
     }
 }
 

@@ -517,6 +517,7 @@ impl RestCommitter {
         let what = format!("commit to {id}");
         match status {
             StatusCode::CONFLICT => Error::CommitConflict {
+                retryable: true,
                 table: id.to_string(),
                 message: self.scrub(&format!("the server refused the requirements: {described}")),
             },

@@ -155,6 +155,7 @@ pub(super) async fn enter_fence(
     match fence.enter_commit(catalog, &head.id).await? {
         Some(g) => Ok((g, committer.load_head(head).await?)),
         None => Err(Error::CommitConflict {
+            retryable: true,
             table: head.id.to_string(),
             message: format!(
                 "writers held the commit fence for {} s; nothing was committed",

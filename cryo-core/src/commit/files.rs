@@ -80,9 +80,7 @@ pub(crate) async fn read_manifests(
             })
         })
         .buffered(MANIFEST_READ_CONCURRENCY)
-        .map(|joined| {
-            joined.map_err(|e| Error::Internal(format!("manifest reader task failed: {e}")))?
-        })
+        .map(|joined| joined.map_err(|e| Error::compute("manifest reader task failed", e))?)
         .try_collect()
         .await
 }

@@ -211,8 +211,7 @@ impl CommitRetry {
     /// is not worth retrying — not a conflict and not transient, or the policy is spent.
     pub fn next_wait(&mut self, err: Error) -> Result<Duration> {
         self.attempts = self.attempts.saturating_add(1);
-        let retryable = matches!(err, Error::CommitConflict { .. }) || err.is_retryable();
-        if !retryable || self.attempts >= self.policy.max_attempts {
+        if !err.is_retryable() || self.attempts >= self.policy.max_attempts {
             return Err(err);
         }
         let wait = self.policy.backoff(self.attempts, random_unit());
@@ -340,6 +339,7 @@ mod tests {
         let conflict = || Error::CommitConflict {
             table: "t".into(),
             message: "lost".into(),
+            retryable: true,
         };
         let mut r = CommitRetry::new(RetryPolicy {
             max_attempts: 3,
@@ -353,6 +353,16 @@ mod tests {
         let e = r.next_wait(conflict()).unwrap_err();
         assert!(matches!(e, Error::CommitConflict { .. }));
         assert_eq!(r.failed_attempts(), 3);
+
+        // A conflict validation found final is not retried, and says so.
+        let final_conflict = Error::CommitConflict {
+            table: "t".into(),
+            message: "the table was replaced".into(),
+            retryable: false,
+        };
+        assert!(!final_conflict.is_retryable());
+        let mut r = CommitRetry::new(RetryPolicy::default()).unwrap();
+        assert!(r.next_wait(final_conflict).is_err());
 
         let mut r = CommitRetry::new(RetryPolicy::default()).unwrap();
         let e = r

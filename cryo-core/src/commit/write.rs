@@ -317,7 +317,7 @@ pub async fn write_position_deletes(
                 Arc::new(Int64Array::from(positions)) as ArrayRef,
             ],
         )
-        .map_err(|e| Error::Internal(format!("{name}: position delete batch: {e}")))?;
+        .map_err(|e| Error::compute(format!("{name}: position delete batch"), e))?;
         let key = (!default_spec.is_unpartitioned()).then(|| {
             PartitionKey::new(
                 default_spec.as_ref().clone(),
@@ -477,7 +477,7 @@ pub async fn write_equality_deletes(
             Arc::clone(&delete_arrow),
             keep.iter().map(|i| Arc::clone(b.column(*i))).collect(),
         )
-        .map_err(|e| Error::Internal(format!("{name}: equality delete batch: {e}")))
+        .map_err(|e| Error::compute(format!("{name}: equality delete batch"), e))
     })?;
     let files = write_groups(
         table,
@@ -642,7 +642,7 @@ async fn write_groups(
                 finish(&mut b);
                 out.push(
                     b.build()
-                        .map_err(|e| Error::Internal(format!("{name}: data file entry: {e}")))?,
+                        .map_err(|e| Error::compute(format!("{name}: data file entry"), e))?,
                 );
             }
             Ok::<_, Error>(out)

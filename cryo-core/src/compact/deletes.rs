@@ -361,8 +361,8 @@ async fn read_equality_file(
         .try_collect()
         .await?;
     let fields = equality_sort_fields(schema, reader, &del.equality_ids)?;
-    let converter = RowConverter::new(fields)
-        .map_err(|e| Error::Internal(format!("equality key encoder: {e}")))?;
+    let converter =
+        RowConverter::new(fields).map_err(|e| Error::compute("equality key encoder", e))?;
     let mut keys = HashSet::new();
     for b in &batches {
         // Key columns in equality-id order, found by field id.
@@ -390,7 +390,7 @@ async fn read_equality_file(
             .collect::<Result<Vec<ArrayRef>>>()?;
         let rows = converter
             .convert_columns(&columns)
-            .map_err(|e| Error::Internal(format!("equality keys of {}: {e}", del.path)))?;
+            .map_err(|e| Error::compute(format!("equality keys of {}", del.path), e))?;
         for r in &rows {
             keys.insert(Box::<[u8]>::from(r.as_ref()));
         }

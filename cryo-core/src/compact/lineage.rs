@@ -80,7 +80,7 @@ pub(crate) fn write_schema(table: &str, md: &TableMetadata) -> Result<SchemaRef>
         .with_fields(fields)
         .build()
         .map(Arc::new)
-        .map_err(|e| Error::Internal(format!("{table}: schema with row lineage: {e}")))
+        .map_err(|e| Error::compute(format!("{table}: schema with row lineage"), e))
 }
 
 /// Refuse, before anything is written, a table whose rewrite would drop something of format v3
@@ -221,7 +221,7 @@ impl FileLineage {
         columns.push(ids);
         columns.push(seqs);
         RecordBatch::try_new(batch.schema(), columns)
-            .map_err(|e| Error::Internal(format!("lineage columns: {e}")))
+            .map_err(|e| Error::compute("lineage columns", e))
     }
 }
 

@@ -197,7 +197,7 @@ impl LocalRolling {
     ) -> Result<Self> {
         let arrow_schema = Arc::new(
             iceberg::arrow::schema_to_arrow_schema(&schema)
-                .map_err(|e| Error::Internal(format!("arrow schema: {e}")))?,
+                .map_err(|e| Error::compute("arrow schema", e))?,
         );
         Ok(Self {
             schema,

@@ -109,7 +109,7 @@ impl DataReader {
         };
         let arrow_schema = Arc::new(
             schema_to_arrow_schema(table.metadata.current_schema())
-                .map_err(|e| Error::Internal(format!("{}: Arrow schema: {e}", table.id)))?,
+                .map_err(|e| Error::compute(format!("{}: Arrow schema", table.id), e))?,
         );
         Ok(Self {
             arrow_schema,
@@ -525,7 +525,7 @@ fn string_views(batch: &RecordBatch) -> Result<RecordBatch> {
         )),
         columns,
     )
-    .map_err(|e| Error::Internal(format!("string views: {e}")))
+    .map_err(|e| Error::compute("string views", e))
 }
 
 /// The field id Parquet records for an Arrow field.
@@ -764,7 +764,7 @@ pub(crate) fn spawn_group_reader(
             })
             .buffer_unordered(concurrency.max(1));
         while let Some(joined) = running.next().await {
-            match joined.map_err(|e| Error::Internal(format!("reader task failed: {e}")))? {
+            match joined.map_err(|e| Error::compute("reader task failed", e))? {
                 Ok(counts) => total.add(&counts),
                 Err(e) => {
                     // The consumer gets the error itself (a missing file stays a storage error);
@@ -836,7 +836,7 @@ async fn read_file(job: FileJob, tx: mpsc::Sender<Result<RecordBatch>>) -> Resul
                     .map(|&c| Arc::clone(batch.column(c)))
                     .collect();
                 let rows = probe.converter.convert_columns(&cols).map_err(|e| {
-                    Error::Internal(format!("{}: equality keys of {path}: {e}", job.table))
+                    Error::compute(format!("{}: equality keys of {path}", job.table), e)
                 })?;
                 for (i, k) in keep.iter_mut().enumerate() {
                     if *k {
@@ -861,7 +861,7 @@ async fn read_file(job: FileJob, tx: mpsc::Sender<Result<RecordBatch>>) -> Resul
             batch
         } else {
             filter_record_batch(&batch, &BooleanArray::from(keep))
-                .map_err(|e| Error::Internal(format!("filter deleted rows: {e}")))?
+                .map_err(|e| Error::compute("filter deleted rows", e))?
         };
         if out.num_rows() > 0 && tx.send(Ok(out)).await.is_err() {
             // The consumer stopped (its own error); nothing more to do.

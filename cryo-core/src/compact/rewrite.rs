@@ -123,7 +123,7 @@ pub async fn rewrite_group(
     let schema = md.current_schema();
     let arrow_schema = std::sync::Arc::new(
         schema_to_arrow_schema(schema)
-            .map_err(|e| Error::Internal(format!("{}: Arrow schema: {e}", table.id)))?,
+            .map_err(|e| Error::compute(format!("{}: Arrow schema", table.id), e))?,
     );
     // v3: rows carry their lineage columns after the table's (see `lineage`).
     let arrow_schema = if super::lineage::tracked(md) {
@@ -189,7 +189,7 @@ pub async fn rewrite_group(
         }
         let counts = reading
             .await
-            .map_err(|e| Error::Internal(format!("reader task failed: {e}")))??;
+            .map_err(|e| Error::compute("reader task failed", e))??;
         Ok((rows_written, spilled, counts))
     }
     .await;
@@ -325,7 +325,7 @@ impl Staging {
                 BatchCoalescer::new(batch.schema(), Self::rows_for(max_bytes, &batch))
             })
             .push_batch(batch)
-            .map_err(|e| Error::Internal(format!("gather rows: {e}")))
+            .map_err(|e| Error::compute("gather rows", e))
     }
 
     /// Flush the rows still gathered (the end of the input).
@@ -333,7 +333,7 @@ impl Staging {
         match &mut self.coalescer {
             Some(c) => c
                 .finish_buffered_batch()
-                .map_err(|e| Error::Internal(format!("gather rows: {e}"))),
+                .map_err(|e| Error::compute("gather rows", e)),
             None => Ok(()),
         }
     }

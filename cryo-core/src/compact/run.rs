@@ -572,9 +572,8 @@ impl RewrittenCompaction<'_> {
     /// Take in one finished rewrite: the group to commit, or `None` when it failed (its outcome
     /// is recorded and its files are deleted).
     async fn absorb(&mut self, joined: Joined) -> Result<Option<RewrittenGroup>> {
-        let (group, res) = joined.map_err(|e| {
-            Error::Internal(format!("compaction task panicked or was cancelled: {e}"))
-        })?;
+        let (group, res) =
+            joined.map_err(|e| Error::compute("compaction task panicked or was cancelled", e))?;
         self.finished += 1;
         report(
             self.progress.as_ref(),

@@ -216,14 +216,14 @@ impl Ordering {
             });
         }
         RecordBatch::try_new(Arc::clone(&self.keyed_schema), columns)
-            .map_err(|e| Error::Internal(format!("sort key columns: {e}")))
+            .map_err(|e| Error::compute("sort key columns", e))
     }
 
     /// The data columns of a keyed batch.
     pub(crate) fn strip_keys(&self, batch: &RecordBatch) -> Result<RecordBatch> {
         batch
             .project(&(0..self.data_columns).collect::<Vec<_>>())
-            .map_err(|e| Error::Internal(format!("drop sort keys: {e}")))
+            .map_err(|e| Error::compute("drop sort keys", e))
     }
 
     /// `(keyed column index, descending, nulls first)` of every sort key, most significant first.

@@ -231,7 +231,7 @@ pub(crate) fn plain_strings(batch: &RecordBatch) -> Result<RecordBatch> {
         Arc::new(Schema::new_with_metadata(fields, schema.metadata().clone())),
         columns,
     )
-    .map_err(|e| Error::Internal(format!("plain strings: {e}")))
+    .map_err(|e| Error::compute("plain strings", e))
 }
 
 /// The non-null values of a string or binary column, as bytes.
@@ -350,7 +350,7 @@ impl GroupWriter {
                     Arc::clone(md.current_schema()),
                     Arc::clone(&spec),
                 )
-                .map_err(|e| Error::Internal(format!("{}: partition splitter: {e}", table.id)))?,
+                .map_err(|e| Error::compute(format!("{}: partition splitter", table.id), e))?,
             )
         };
         let max_open = (writer_budget / WRITER_FLOOR_BYTES).max(2) as usize;
@@ -400,7 +400,7 @@ impl GroupWriter {
                     // Partition transforms take plain strings.
                     Ok(s.split(&plain_strings(b)?)
                         .map_err(|e| {
-                            Error::Internal(format!("{}: partition rows: {e}", self.table.id))
+                            Error::compute(format!("{}: partition rows", self.table.id), e)
                         })?
                         .into_iter()
                         .map(|(k, b)| (Some(k), b))
@@ -469,7 +469,7 @@ impl GroupWriter {
     fn open(&mut self, key: Option<PartitionKey>) -> Result<OpenWriter> {
         let md = self.table.metadata.as_ref();
         let locations = DefaultLocationGenerator::new(md)
-            .map_err(|e| Error::Internal(format!("{}: data location: {e}", self.table.id)))?;
+            .map_err(|e| Error::compute(format!("{}: data location", self.table.id), e))?;
         let names = DefaultFileNameGenerator::new(
             format!(
                 "{}-{}-{}",
@@ -553,7 +553,7 @@ impl GroupWriter {
         let built = b
             .clone()
             .build()
-            .map_err(|e| Error::Internal(format!("{name}: data file entry: {e}")))?;
+            .map_err(|e| Error::compute(format!("{name}: data file entry"), e))?;
         let mode = |id: &i32| {
             self.settings
                 .metrics
@@ -587,7 +587,7 @@ impl GroupWriter {
             .lower_bounds(bounds(built.lower_bounds()))
             .upper_bounds(bounds(built.upper_bounds()));
         b.build()
-            .map_err(|e| Error::Internal(format!("{name}: data file entry: {e}")))
+            .map_err(|e| Error::compute(format!("{name}: data file entry"), e))
     }
 
     /// Close every writer; the files written and every path created, in path order. On

@@ -256,8 +256,8 @@ pub async fn create_demo_lake_at(
         build_duration_ms: started.elapsed().as_millis() as u64,
         tables,
     };
-    let json = serde_json::to_vec_pretty(&manifest)
-        .map_err(|e| Error::Internal(format!("demo manifest: {e}")))?;
+    let json =
+        serde_json::to_vec_pretty(&manifest).map_err(|e| Error::compute("demo manifest", e))?;
     // Written under a temporary name and renamed: a crash never leaves a manifest that claims a
     // complete lake.
     let tmp = root.join(format!("{MANIFEST_FILE}.tmp"));

@@ -73,7 +73,7 @@ fn opt(id: i32, name: &str, t: PrimitiveType) -> Arc<NestedField> {
 }
 
 fn batch(columns: Vec<(&str, ArrayRef)>) -> Result<RecordBatch> {
-    RecordBatch::try_from_iter(columns).map_err(|e| Error::Internal(format!("demo batch: {e}")))
+    RecordBatch::try_from_iter(columns).map_err(|e| Error::compute("demo batch", e))
 }
 
 fn ts_array(values: Vec<i64>) -> ArrayRef {
@@ -207,10 +207,10 @@ async fn clickstream(ctx: &Ctx<'_>, commits: u32) -> Result<DemoTable> {
             opt(9, "country", PrimitiveType::String),
         ])
         .build()
-        .map_err(|e| Error::Internal(format!("clickstream schema: {e}")))?;
+        .map_err(|e| Error::compute("clickstream schema", e))?;
     let spec = UnboundPartitionSpec::builder()
         .add_partition_field(2, "event_time_day", Transform::Day)
-        .map_err(|e| Error::Internal(format!("clickstream spec: {e}")))?
+        .map_err(|e| Error::compute("clickstream spec", e))?
         .build();
     let (id, mut table) = ctx
         .create(
@@ -299,7 +299,7 @@ struct OrderRow {
 fn orders_batch(rows: &[OrderRow]) -> Result<RecordBatch> {
     let amounts = Decimal128Array::from(rows.iter().map(|o| o.amount_cents).collect::<Vec<_>>())
         .with_precision_and_scale(12, 2)
-        .map_err(|e| Error::Internal(format!("orders amounts: {e}")))?;
+        .map_err(|e| Error::compute("orders amounts", e))?;
     batch(vec![
         (
             "order_id",
@@ -376,10 +376,10 @@ async fn orders(ctx: &Ctx<'_>) -> Result<DemoTable> {
             req(7, "updated_at", PrimitiveType::Timestamptz),
         ])
         .build()
-        .map_err(|e| Error::Internal(format!("orders schema: {e}")))?;
+        .map_err(|e| Error::compute("orders schema", e))?;
     let spec = UnboundPartitionSpec::builder()
         .add_partition_field(3, "order_date_day", Transform::Day)
-        .map_err(|e| Error::Internal(format!("orders spec: {e}")))?
+        .map_err(|e| Error::compute("orders spec", e))?
         .build();
     let first_ms = ctx.now_ms - 34 * DAY_MS;
     let (id, mut table) = ctx
@@ -585,7 +585,7 @@ async fn customers(ctx: &Ctx<'_>) -> Result<DemoTable> {
         ])
         .with_identifier_field_ids([1])
         .build()
-        .map_err(|e| Error::Internal(format!("customers schema: {e}")))?;
+        .map_err(|e| Error::compute("customers schema", e))?;
     let first_ms = ctx.now_ms - 8 * DAY_MS;
     let (id, mut table) = ctx
         .create(
@@ -748,10 +748,10 @@ async fn metrics_v1(ctx: &Ctx<'_>) -> Result<DemoTable> {
             opt(5, "unit", PrimitiveType::String),
         ])
         .build()
-        .map_err(|e| Error::Internal(format!("metrics schema: {e}")))?;
+        .map_err(|e| Error::compute("metrics schema", e))?;
     let spec = UnboundPartitionSpec::builder()
         .add_partition_field(3, "ts_day", Transform::Day)
-        .map_err(|e| Error::Internal(format!("metrics spec: {e}")))?
+        .map_err(|e| Error::compute("metrics spec", e))?
         .build();
     let first_ms = ctx.now_ms - 200 * DAY_MS;
     let (id, mut table) = ctx
@@ -828,7 +828,7 @@ async fn healthy(ctx: &Ctx<'_>) -> Result<DemoTable> {
             req(5, "checksum", PrimitiveType::Long),
         ])
         .build()
-        .map_err(|e| Error::Internal(format!("healthy schema: {e}")))?;
+        .map_err(|e| Error::compute("healthy schema", e))?;
     let order = SortOrder::builder()
         .with_order_id(1)
         .with_sort_field(
@@ -840,7 +840,7 @@ async fn healthy(ctx: &Ctx<'_>) -> Result<DemoTable> {
                 .build(),
         )
         .build(&schema)
-        .map_err(|e| Error::Internal(format!("healthy sort order: {e}")))?;
+        .map_err(|e| Error::compute("healthy sort order", e))?;
     let (id, table) = ctx
         .create(
             "healthy",

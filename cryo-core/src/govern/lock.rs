@@ -141,8 +141,7 @@ impl TableLocks for LocalLocks {
             pid: std::process::id(),
             since_ms: now_ms,
         };
-        let body =
-            serde_json::to_vec(&me).map_err(|e| Error::Internal(format!("lock holder: {e}")))?;
+        let body = serde_json::to_vec(&me).map_err(|e| Error::compute("lock holder", e))?;
         file.set_len(0)
             .and_then(|()| file.seek(SeekFrom::Start(0)).map(|_| ()))
             .and_then(|()| file.write_all(&body))

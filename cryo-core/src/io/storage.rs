@@ -402,7 +402,7 @@ impl ObjectStorage {
             Ok(out)
         })
         .await
-        .map_err(|e| Error::Internal(format!("listing {prefix}: {e}")))?
+        .map_err(|e| Error::compute(format!("listing {prefix}"), e))?
     }
 }
 

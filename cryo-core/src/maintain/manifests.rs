@@ -1029,6 +1029,7 @@ async fn check_head(head: &LoadedTable, plan: &ManifestRewritePlan) -> Result<BT
         return Err(Error::CommitConflict {
             table: head.id.to_string(),
             message: "the table has no snapshot any more".into(),
+            retryable: false,
         });
     };
     let listed: HashSet<String> = read_manifest_list(head, snapshot)
@@ -1056,6 +1057,7 @@ async fn check_head(head: &LoadedTable, plan: &ManifestRewritePlan) -> Result<BT
             snapshot.snapshot_id(),
             gone[0]
         ),
+        retryable: true,
     })
 }
 

@@ -1035,8 +1035,7 @@ impl MaintenancePlan {
     pub fn compute_fingerprint(&self) -> Result<String> {
         let mut copy = self.clone();
         copy.fingerprint.clear();
-        let json =
-            serde_json::to_vec(&copy).map_err(|e| Error::Internal(format!("plan to JSON: {e}")))?;
+        let json = serde_json::to_vec(&copy).map_err(|e| Error::compute("plan to JSON", e))?;
         Ok(Sha256::digest(&json)
             .iter()
             .fold(String::with_capacity(64), |mut hex, b| {
@@ -1047,8 +1046,7 @@ impl MaintenancePlan {
 
     /// Serialize (pretty JSON).
     pub fn to_json(&self) -> Result<String> {
-        serde_json::to_string_pretty(self)
-            .map_err(|e| Error::Internal(format!("plan to JSON: {e}")))
+        serde_json::to_string_pretty(self).map_err(|e| Error::compute("plan to JSON", e))
     }
 
     /// Parse a plan and check that it is the plan that was fingerprinted.

@@ -46,8 +46,7 @@ impl JsonLinesLog {
         }
         let mut buf = Vec::new();
         for r in receipts {
-            serde_json::to_writer(&mut buf, r)
-                .map_err(|e| Error::Internal(format!("receipt to JSON: {e}")))?;
+            serde_json::to_writer(&mut buf, r).map_err(|e| Error::compute("receipt to JSON", e))?;
             buf.push(b'\n');
         }
         let mut file = OpenOptions::new()
@@ -163,8 +162,7 @@ pub fn receipts_batch(receipts: &[Receipt]) -> Result<RecordBatch> {
         plan.append_option(r.plan_fingerprint.as_deref());
         actor.append_value(&r.actor);
         details.append_value(
-            serde_json::to_string(&r.details)
-                .map_err(|e| Error::Internal(format!("receipt details: {e}")))?,
+            serde_json::to_string(&r.details).map_err(|e| Error::compute("receipt details", e))?,
         );
     }
     let columns: Vec<ArrayRef> = vec![
@@ -187,8 +185,7 @@ pub fn receipts_batch(receipts: &[Receipt]) -> Result<RecordBatch> {
         Arc::new(actor.finish()),
         Arc::new(details.finish()),
     ];
-    RecordBatch::try_new(receipts_schema(), columns)
-        .map_err(|e| Error::Internal(format!("arrow: {e}")))
+    RecordBatch::try_new(receipts_schema(), columns).map_err(|e| Error::compute("arrow", e))
 }
 
 #[cfg(test)]

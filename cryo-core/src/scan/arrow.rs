@@ -13,7 +13,7 @@ use crate::catalog::TableId;
 use crate::error::{Error, Result};
 
 fn batch(schema: SchemaRef, columns: Vec<ArrayRef>) -> Result<RecordBatch> {
-    RecordBatch::try_new(schema, columns).map_err(|e| Error::Internal(format!("arrow: {e}")))
+    RecordBatch::try_new(schema, columns).map_err(|e| Error::compute("arrow", e))
 }
 
 /// Schema of [`partitions_batch`].

@@ -890,6 +890,7 @@ async fn retries_stop_when_the_policy_is_spent() {
     let conflict = || Error::CommitConflict {
         table: id.to_string(),
         message: "lost".into(),
+        retryable: true,
     };
     let head = retry
         .reload_after(committer.as_ref(), &t, conflict())

@@ -39,9 +39,9 @@ pub(super) fn with_first_row_id(
         b.sort_order_id(order);
     }
     b.build().map_err(|e| {
-        Error::Internal(format!(
-            "{table}: cannot copy the metadata of {}: {e}",
-            file.file_path()
-        ))
+        Error::compute(
+            format!("{table}: cannot copy the metadata of {}", file.file_path()),
+            e,
+        )
     })
 }

@@ -157,7 +157,7 @@ pub(super) fn main_retention(table: &str, md: &TableMetadata) -> Result<Snapshot
         return Ok(default);
     }
     let json = serde_json::to_value(md)
-        .map_err(|e| Error::Internal(format!("{table}: metadata to JSON: {e}")))?;
+        .map_err(|e| Error::compute(format!("{table}: metadata to JSON"), e))?;
     match json.get("refs").and_then(|r| r.get(MAIN_BRANCH)) {
         Some(r) => serde_json::from_value::<SnapshotReference>(r.clone())
             .map(|r| r.retention)

@@ -159,7 +159,7 @@ pub(super) async fn unreachable_files(
         let mut by_key: HashMap<String, usize> = HashMap::new();
         while let Some(joined) = reads.next().await {
             let (path, expired_side, read) = joined
-                .map_err(|e| Error::Internal(format!("{name}: manifest list task failed: {e}")))?;
+                .map_err(|e| Error::compute(format!("{name}: manifest list task failed"), e))?;
             let read = match read {
                 Ok((r, known)) => {
                     if !known {
@@ -258,8 +258,8 @@ pub(super) async fn unreachable_files(
         }))
         .buffer_unordered(concurrency);
         while let Some(joined) = reads.next().await {
-            let (path, r) = joined
-                .map_err(|e| Error::Internal(format!("{name}: manifest task failed: {e}")))?;
+            let (path, r) =
+                joined.map_err(|e| Error::compute(format!("{name}: manifest task failed"), e))?;
             match r {
                 Ok((entries, known)) => {
                     for e in entries.iter() {
@@ -324,8 +324,8 @@ pub(super) async fn unreachable_files(
         }))
         .buffer_unordered(concurrency);
         while let Some(joined) = reads.next().await {
-            let (path, hits) = joined
-                .map_err(|e| Error::Internal(format!("{name}: manifest task failed: {e}")))?;
+            let (path, hits) =
+                joined.map_err(|e| Error::compute(format!("{name}: manifest task failed"), e))?;
             let hits = hits?;
             for k in &hits {
                 candidates.remove(k);

@@ -209,7 +209,7 @@ impl History {
             .map(|s| (s.snapshot_id(), (s.parent_snapshot_id(), s.timestamp_ms())))
             .collect();
         let json = serde_json::to_value(metadata)
-            .map_err(|e| Error::Internal(format!("{table}: metadata to JSON: {e}")))?;
+            .map_err(|e| Error::compute(format!("{table}: metadata to JSON"), e))?;
         let mut refs: BTreeMap<String, SnapshotReference> = match json.get("refs") {
             Some(r) if !r.is_null() => serde_json::from_value(r.clone())
                 .map_err(|e| Error::metadata(table, "<refs>", format!("invalid refs: {e}")))?,
@@ -440,11 +440,11 @@ pub(super) fn apply_locally(
     for update in changes.updates.iter().cloned() {
         builder = update
             .apply(builder)
-            .map_err(|e| Error::Internal(format!("{table}: cannot apply expiry locally: {e}")))?;
+            .map_err(|e| Error::compute(format!("{table}: cannot apply expiry locally"), e))?;
     }
     let built = builder
         .build()
-        .map_err(|e| Error::Internal(format!("{table}: cannot build metadata: {e}")))?;
+        .map_err(|e| Error::compute(format!("{table}: cannot build metadata"), e))?;
     let dropped = built
         .expired_metadata_logs
         .iter()
