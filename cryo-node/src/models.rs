@@ -8,15 +8,12 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use arrow_array::builder::{StringBuilder, TimestampMillisecondBuilder, UInt64Builder};
-use arrow_array::{ArrayRef, RecordBatch};
-use arrow_schema::{DataType, Field, Schema, TimeUnit};
 use cryo_core::compact::CompactionOutcome as CoreCompaction;
 use cryo_core::grade::HealthReport as CoreReport;
 use cryo_core::maintain::{
-    ExpireOutcome as CoreExpire, MaintenanceOutcome, MissingFile,
-    MissingFilesOutcome as CoreMissing, RemoveOrphanFilesOutcome as CoreOrphans,
-    RewriteManifestsOutcome as CoreManifests, RewritePositionDeletesOutcome as CorePositionDeletes,
+    ExpireOutcome as CoreExpire, MaintenanceOutcome, MissingFilesOutcome as CoreMissing,
+    RemoveOrphanFilesOutcome as CoreOrphans, RewriteManifestsOutcome as CoreManifests,
+    RewritePositionDeletesOutcome as CorePositionDeletes,
 };
 use cryo_core::plan::MaintenancePlan;
 use cryo_core::receipt::{self, Receipt, ReceiptStatus};
@@ -726,11 +723,6 @@ impl CompactionOutcome {
 
 impl ExpireOutcome {
     pub(crate) fn from_core(o: &CoreExpire) -> napi::Result<Self> {
-        let rows: Vec<(String, u64, Option<i64>)> = o
-            .files
-            .iter()
-            .map(|f| (f.path.clone(), f.bytes, None))
-            .collect();
         Ok(Self {
             table: o.table.to_string(),
             dry_run: o.dry_run,
@@ -742,7 +734,7 @@ impl ExpireOutcome {
             expired_snapshot_ids: ids(&o.expired_snapshot_ids),
             retained_snapshot_ids: ids(&o.retained_snapshot_ids),
             removed_refs: o.removed_refs.clone(),
-            files: ipc(&files_batch(&rows)?)?,
+            files: ipc(&check(o.files_batch())?)?,
             details: to_value(o)?,
         })
     }
@@ -785,11 +777,6 @@ impl RewritePositionDeletesOutcome {
 
 impl RemoveOrphanFilesOutcome {
     pub(crate) fn from_core(o: &CoreOrphans) -> napi::Result<Self> {
-        let rows: Vec<(String, u64, Option<i64>)> = o
-            .orphans
-            .iter()
-            .map(|f| (f.path.clone(), f.size, Some(f.last_modified_ms)))
-            .collect();
         Ok(Self {
             table: o.table.to_string(),
             dry_run: o.dry_run,
@@ -801,7 +788,7 @@ impl RemoveOrphanFilesOutcome {
             orphan_count: o.orphans.len() as u32,
             orphan_bytes: o.orphan_bytes as i64,
             deleted_files: o.deleted_files as i64,
-            orphans: ipc(&files_batch(&rows)?)?,
+            orphans: ipc(&check(o.orphans_batch())?)?,
             details: to_value(o)?,
         })
     }
@@ -821,78 +808,19 @@ impl MissingFilesOutcome {
             checked_files: o.checked_files as i64,
             missing_count: o.missing.len() as u32,
             rows_at_risk: o.rows_at_risk as i64,
-            missing: ipc(&missing_batch(&o.missing)?)?,
+            missing: ipc(&check(o.missing_batch())?)?,
             details: to_value(o)?,
         })
     }
 }
 
-/// Missing files as Arrow (`kind` in cryo-core's serde spelling), as the Python binding has them.
-fn missing_batch(missing: &[MissingFile]) -> napi::Result<RecordBatch> {
-    let mut path = StringBuilder::new();
-    let mut kind = StringBuilder::new();
-    let mut records = UInt64Builder::new();
-    let mut bytes = UInt64Builder::new();
-    let mut snapshots = UInt64Builder::new();
-    for m in missing {
-        path.append_value(&m.path);
-        kind.append_value(serde_name(&m.kind)?);
-        records.append_value(m.records);
-        bytes.append_value(m.bytes);
-        snapshots.append_value(m.snapshot_ids.len() as u64);
-    }
-    let schema = Arc::new(Schema::new(vec![
-        Field::new("path", DataType::Utf8, false),
-        Field::new("kind", DataType::Utf8, false),
-        Field::new("records", DataType::UInt64, false),
-        Field::new("bytes", DataType::UInt64, false),
-        Field::new("snapshots", DataType::UInt64, false),
-    ]));
-    let columns: Vec<ArrayRef> = vec![
-        Arc::new(path.finish()),
-        Arc::new(kind.finish()),
-        Arc::new(records.finish()),
-        Arc::new(bytes.finish()),
-        Arc::new(snapshots.finish()),
-    ];
-    RecordBatch::try_new(schema, columns).map_err(errors::internal)
-}
-
-/// A `path`/`size`/`last_modified` listing as Arrow, as the Python binding has it.
-fn files_batch(rows: &[(String, u64, Option<i64>)]) -> napi::Result<RecordBatch> {
-    let mut path = StringBuilder::new();
-    let mut size = UInt64Builder::new();
-    let mut modified = TimestampMillisecondBuilder::new().with_timezone("UTC");
-    for (p, s, m) in rows {
-        path.append_value(p);
-        size.append_value(*s);
-        modified.append_option(*m);
-    }
-    let schema = Arc::new(Schema::new(vec![
-        Field::new("path", DataType::Utf8, false),
-        Field::new("size", DataType::UInt64, false),
-        Field::new(
-            "last_modified",
-            DataType::Timestamp(TimeUnit::Millisecond, Some("UTC".into())),
-            true,
-        ),
-    ]));
-    let columns: Vec<ArrayRef> = vec![
-        Arc::new(path.finish()),
-        Arc::new(size.finish()),
-        Arc::new(modified.finish()),
-    ];
-    RecordBatch::try_new(schema, columns).map_err(errors::internal)
-}
-
 // ---- runs ----------------------------------------------------------------------------------
 
 fn counts(receipts: &[Receipt]) -> HashMap<String, u32> {
-    let mut counts = HashMap::new();
-    for r in receipts {
-        *counts.entry(r.status.as_str().to_string()).or_insert(0) += 1;
-    }
-    counts
+    cryo_core::receipt::status_counts(receipts)
+        .into_iter()
+        .map(|(status, n)| (status.to_string(), n as u32))
+        .collect()
 }
 
 /// What a maintenance run did: a receipt per decision.

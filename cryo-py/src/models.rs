@@ -3,9 +3,6 @@
 
 use std::sync::Arc;
 
-use arrow_array::builder::{StringBuilder, TimestampMillisecondBuilder, UInt64Builder};
-use arrow_array::{ArrayRef, RecordBatch};
-use arrow_schema::{DataType, Field, Schema, TimeUnit};
 use cryo_core::compact::CompactionOutcome as CoreCompaction;
 use cryo_core::grade::HealthReport as CoreReport;
 use cryo_core::maintain::{
@@ -633,13 +630,8 @@ outcome!(
         fn removed_refs(&self) -> Vec<String> { self.inner.removed_refs.clone() }
         /// Files no longer reachable (deleted unless this is a dry run), as Arrow.
         fn files(&self, py: Python<'_>) -> PyResult<ArrowResult> {
-            let rows: Vec<(String, u64, Option<i64>)> = self
-                .inner
-                .files
-                .iter()
-                .map(|f| (f.path.clone(), f.bytes, None))
-                .collect();
-            files_result(py, "expired_files", &rows)
+            let batch = py.detach(|| self.inner.files_batch());
+            Ok(ArrowResult::new("expired_files", errors::check(batch)?))
         }
     }
 );
@@ -700,13 +692,8 @@ outcome!(
         fn deleted_files(&self) -> u64 { self.inner.deleted_files }
         /// The orphan files (`path`, `size`, `last_modified`), as Arrow.
         fn orphans(&self, py: Python<'_>) -> PyResult<ArrowResult> {
-            let rows: Vec<(String, u64, Option<i64>)> = self
-                .inner
-                .orphans
-                .iter()
-                .map(|f| (f.path.clone(), f.size, Some(f.last_modified_ms)))
-                .collect();
-            files_result(py, "orphan_files", &rows)
+            let batch = py.detach(|| self.inner.orphans_batch());
+            Ok(ArrowResult::new("orphan_files", errors::check(batch)?))
         }
     }
 );
@@ -733,80 +720,11 @@ outcome!(
         fn rows_at_risk(&self) -> u64 { self.inner.rows_at_risk }
         /// The missing files (`path`, `kind`, `records`, `bytes`, `snapshots`), as Arrow.
         fn missing(&self, py: Python<'_>) -> PyResult<ArrowResult> {
-            let missing = self.inner.missing.as_slice();
-            let batch = py.detach(|| missing_batch(missing));
-            Ok(ArrowResult::new("missing_files", batch?))
+            let batch = py.detach(|| self.inner.missing_batch());
+            Ok(ArrowResult::new("missing_files", errors::check(batch)?))
         }
     }
 );
-
-/// Missing files as Arrow (`kind` in cryo-core's serde spelling).
-fn missing_batch(missing: &[cryo_core::maintain::MissingFile]) -> PyResult<RecordBatch> {
-    let mut path = StringBuilder::new();
-    let mut kind = StringBuilder::new();
-    let mut records = UInt64Builder::new();
-    let mut bytes = UInt64Builder::new();
-    let mut snapshots = UInt64Builder::new();
-    for m in missing {
-        path.append_value(&m.path);
-        match serde_json::to_value(m.kind).map_err(errors::internal)? {
-            serde_json::Value::String(k) => kind.append_value(k),
-            other => kind.append_value(other.to_string()),
-        }
-        records.append_value(m.records);
-        bytes.append_value(m.bytes);
-        snapshots.append_value(m.snapshot_ids.len() as u64);
-    }
-    let schema = Arc::new(Schema::new(vec![
-        Field::new("path", DataType::Utf8, false),
-        Field::new("kind", DataType::Utf8, false),
-        Field::new("records", DataType::UInt64, false),
-        Field::new("bytes", DataType::UInt64, false),
-        Field::new("snapshots", DataType::UInt64, false),
-    ]));
-    let columns: Vec<ArrayRef> = vec![
-        Arc::new(path.finish()),
-        Arc::new(kind.finish()),
-        Arc::new(records.finish()),
-        Arc::new(bytes.finish()),
-        Arc::new(snapshots.finish()),
-    ];
-    RecordBatch::try_new(schema, columns).map_err(errors::internal)
-}
-
-/// A `path`/`size`/`last_modified` listing as Arrow.
-fn files_result(
-    py: Python<'_>,
-    name: &str,
-    rows: &[(String, u64, Option<i64>)],
-) -> PyResult<ArrowResult> {
-    let batch = py.detach(|| {
-        let mut path = StringBuilder::new();
-        let mut size = UInt64Builder::new();
-        let mut modified = TimestampMillisecondBuilder::new().with_timezone("UTC");
-        for (p, s, m) in rows {
-            path.append_value(p);
-            size.append_value(*s);
-            modified.append_option(*m);
-        }
-        let schema = Arc::new(Schema::new(vec![
-            Field::new("path", DataType::Utf8, false),
-            Field::new("size", DataType::UInt64, false),
-            Field::new(
-                "last_modified",
-                DataType::Timestamp(TimeUnit::Millisecond, Some("UTC".into())),
-                true,
-            ),
-        ]));
-        let columns: Vec<ArrayRef> = vec![
-            Arc::new(path.finish()),
-            Arc::new(size.finish()),
-            Arc::new(modified.finish()),
-        ];
-        RecordBatch::try_new(schema, columns)
-    });
-    Ok(ArrowResult::new(name, batch.map_err(errors::internal)?))
-}
 
 /// What a maintenance run did: a receipt per decision.
 #[pyclass(frozen, module = "cryo._cryo", name = "RunOutcome")]
@@ -834,11 +752,7 @@ impl RunOutcome {
     /// Receipts by status: `succeeded`, `dry_run`, `skipped`, `deferred`, `failed`, ….
     #[getter]
     fn counts(&self) -> std::collections::BTreeMap<&'static str, usize> {
-        let mut counts = std::collections::BTreeMap::new();
-        for r in &self.inner.receipts {
-            *counts.entry(r.status.as_str()).or_insert(0) += 1;
-        }
-        counts
+        cryo_core::receipt::status_counts(&self.inner.receipts)
     }
     /// Tables where a step failed.
     #[getter]
@@ -903,11 +817,7 @@ impl FleetOutcome {
     /// Receipts by status: `admitted`, `succeeded`, `deferred`, `failed`, ….
     #[getter]
     fn counts(&self) -> std::collections::BTreeMap<&'static str, usize> {
-        let mut counts = std::collections::BTreeMap::new();
-        for r in &self.inner.receipts {
-            *counts.entry(r.status.as_str()).or_insert(0) += 1;
-        }
-        counts
+        cryo_core::receipt::status_counts(&self.inner.receipts)
     }
     /// Per table: destination, status (`done`, `failed`, `deferred`, `skipped`) and step counts.
     fn tables<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {

@@ -2,7 +2,7 @@
 //! and missing files, and the maintenance run that executes a [`crate::plan::MaintenancePlan`]
 //! operation by operation, table by table, under locks, leaving a receipt for every decision.
 //!
-//! Every destructive operation here defaults to a dry run (DESIGN §10); the default lives in
+//! Every destructive operation here defaults to a dry run (docs/architecture.md, "Deletion safety"); the default lives in
 //! core, so every binding inherits it.
 //!
 //! # Example
@@ -34,6 +34,7 @@
 //! # }).unwrap();
 //! ```
 
+mod arrow;
 mod expire;
 mod manifests;
 mod missing;
@@ -41,6 +42,7 @@ mod orphans;
 mod position_deletes;
 mod run;
 
+pub use arrow::{file_listing_schema, missing_files_schema};
 pub use expire::{
     DEFAULT_MAX_SNAPSHOT_AGE_MS, DeleteFailure as ExpiryDeleteFailure, ExpireOptions,
     ExpireOutcome, ExpireSnapshots, ExpiredFile, ExpiredFileKind, FilesByKind, History, Retention,

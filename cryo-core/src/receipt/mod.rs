@@ -1,4 +1,4 @@
-//! Receipts: every decision leaves one (DESIGN §9).
+//! Receipts: every decision leaves one (docs/architecture.md, "Receipts").
 //!
 //! A [`Receipt`] records what was decided about one table and operation — planned, admitted,
 //! deferred, succeeded, failed, skipped or dry-run — with the reason, the duration, files and
@@ -169,6 +169,18 @@ impl Receipt {
         }
         self
     }
+}
+
+/// How many of `receipts` have each status (`succeeded`, `dry_run`, `skipped`, `deferred`,
+/// `failed`, …), keyed by the status's name: the summary every binding shows of a run.
+pub fn status_counts<'a>(
+    receipts: impl IntoIterator<Item = &'a Receipt>,
+) -> std::collections::BTreeMap<&'static str, usize> {
+    let mut counts = std::collections::BTreeMap::new();
+    for r in receipts {
+        *counts.entry(r.status.as_str()).or_insert(0) += 1;
+    }
+    counts
 }
 
 /// The default actor: `$USER@$HOSTNAME`, or `cryo`.
