@@ -23,7 +23,7 @@ during the run, and 10% of the writers' operations also change two rows of an ol
   fewer data files than it started with and no delete file.
 
 Without the quiet period the same soak fails Spark MERGEs (``Cannot commit, missing data files``,
-``Missing required files to delete``): see the README's "Live CDC soak" for the figures and the
+``Missing required files to delete``): see benches/soak/README.md for the figures and the
 contrast with Spark's own ``rewrite_data_files`` on the same cadence. ``CRYO_SOAK_MINUTES`` changes
 the length; the report is printed (``-s``) and kept in ``<tmp>/soak/report.json``.
 """

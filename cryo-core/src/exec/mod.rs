@@ -1,4 +1,4 @@
-//! Engines at scale (DESIGN §7b): run a fleet plan on the native engine, on the user's Trino or on
+//! Engines at scale (docs/architecture.md, "Engines and governing"): run a fleet plan on the native engine, on the user's Trino or on
 //! the user's Spark, step by step, each step only when the governor admits it.
 //!
 //! ```text

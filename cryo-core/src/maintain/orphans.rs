@@ -1,5 +1,5 @@
 //! Orphan files: files in a table's location that no snapshot or metadata file references,
-//! removed once they are older than a retention window (DESIGN §10).
+//! removed once they are older than a retention window (docs/architecture.md, "Deletion safety").
 //!
 //! ```text
 //! catalog ──every table──▶ shared-path check: another table's location equals, contains or

@@ -919,7 +919,7 @@ mod corpus {
 
     /// Every operation on every broken table, each in its own task: a typed error naming the
     /// table and the file (or an outcome that explicitly may succeed), never a panic, and the
-    /// table's metadata location and files as they were (DESIGN §10; issue 8, point 3).
+    /// table's metadata location and files as they were (docs/architecture.md, "Deletion safety").
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     #[allow(
         clippy::too_many_lines,

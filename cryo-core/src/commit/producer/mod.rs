@@ -49,7 +49,7 @@ pub use staged::certainly_not_committed;
 ///   merged per content type and partition spec (and cluster, see
 ///   [`with_clusters`](Self::with_clusters)) into manifests near
 ///   `commit.manifest.target-size-bytes`, and the removed files of all of them are merged into
-///   one `DELETED`-only manifest per partition spec and content type (DESIGN §4.9: they must be
+///   one `DELETED`-only manifest per partition spec and content type (docs/architecture.md, "Lean metadata after a rewrite": they must be
 ///   recorded, for other engines' snapshot expiry, but should not be spread over many
 ///   manifests); every file keeps its original data and file sequence numbers, and on v3 its
 ///   inherited `first_row_id`;

@@ -210,7 +210,7 @@ impl SnapshotProducer {
     /// (`DELETED`, one manifest per spec and content) into `manifests`; return the manifests to
     /// carry over unchanged.
     ///
-    /// Merging keeps the metadata lean (DESIGN §4.9): a rewrite touching every manifest of a
+    /// Merging keeps the metadata lean (docs/architecture.md, "Lean metadata after a rewrite"): a rewrite touching every manifest of a
     /// table written by many small appends leaves a few manifests behind, not one per append,
     /// and the next commit of the same run reads those few.
     pub(super) async fn write_removals(

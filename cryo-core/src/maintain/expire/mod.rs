@@ -33,7 +33,7 @@
 //! ([`crate::io::normalize_location`]: `s3a://` and `s3://`, duplicate slashes), so a second
 //! spelling of a kept file never gets it deleted.
 //!
-//! Safety (DESIGN §10): a dry run is the default and changes nothing; nothing is deleted before
+//! Safety (docs/architecture.md, "Deletion safety"): a dry run is the default and changes nothing; nothing is deleted before
 //! the commit succeeded; a table with `gc.enabled=false` is refused ([`Error::Refused`]: its
 //! files may belong to another table); files outside the table's location (and its
 //! `write.data.path` / `write.metadata.path`) are never deleted, only reported; which files
