@@ -15,7 +15,6 @@ use super::lineage::with_first_row_id;
 use super::replace::MovedEntry;
 use super::stage::manifest_writer;
 use super::staged::ManifestNames;
-use super::staged::commit_changes;
 use super::staged::new_snapshot_id;
 use crate::catalog::LoadedTable;
 use crate::catalog::committer::discard;
@@ -31,7 +30,6 @@ use iceberg::spec::ManifestContentType;
 use iceberg::spec::ManifestFile;
 use iceberg::spec::Operation;
 use iceberg::spec::PartitionSpecRef;
-use iceberg::spec::Snapshot;
 use std::collections::HashSet;
 use std::sync::Arc;
 
@@ -162,22 +160,14 @@ impl SnapshotProducer {
             Some(parent.summary()),
             &properties,
         );
-        let builder = Snapshot::builder()
-            .with_snapshot_id(names.snapshot_id)
-            .with_parent_snapshot_id(Some(parent.snapshot_id()))
-            .with_sequence_number(sequence_number)
-            .with_timestamp_ms(self.clock.now_ms())
-            .with_manifest_list(list_path)
-            .with_summary(summary)
-            .with_schema_id(md.current_schema_id());
-        let snapshot = match row_range {
-            // No data manifest is new with added rows: the range is empty, but v3 wants one.
-            Some((first_row_id, added_rows)) => {
-                builder.with_row_range(first_row_id, added_rows).build()
-            }
-            None => builder.build(),
-        };
-        let changes = commit_changes(&table, md, &snapshot)?;
+        let (snapshot, changes) = self.finish_snapshot(
+            names.snapshot_id,
+            Some(parent.snapshot_id()),
+            sequence_number,
+            list_path,
+            summary,
+            row_range,
+        )?;
         Ok(StagedSnapshot {
             snapshot,
             changes,

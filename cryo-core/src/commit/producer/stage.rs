@@ -26,6 +26,37 @@ use iceberg::spec::TableMetadata;
 use std::sync::Arc;
 
 impl SnapshotProducer {
+    /// The snapshot every kind of producer ends with (its manifest list written), and the
+    /// catalog changes that commit it on the base.
+    pub(super) fn finish_snapshot(
+        &self,
+        snapshot_id: i64,
+        parent_id: Option<i64>,
+        sequence_number: i64,
+        list_path: String,
+        summary: iceberg::spec::Summary,
+        row_range: Option<(u64, u64)>,
+    ) -> Result<(Snapshot, crate::catalog::TableChanges)> {
+        let md = self.base.metadata.as_ref();
+        let builder = Snapshot::builder()
+            .with_snapshot_id(snapshot_id)
+            .with_parent_snapshot_id(parent_id)
+            .with_sequence_number(sequence_number)
+            .with_timestamp_ms(self.clock.now_ms())
+            .with_manifest_list(list_path)
+            .with_summary(summary)
+            .with_schema_id(md.current_schema_id());
+        // v3: the snapshot's row range (empty when no data manifest adds rows, but present).
+        let snapshot = match row_range {
+            Some((first_row_id, added_rows)) => {
+                builder.with_row_range(first_row_id, added_rows).build()
+            }
+            None => builder.build(),
+        };
+        let changes = commit_changes(&self.base.id.to_string(), md, &snapshot)?;
+        Ok((snapshot, changes))
+    }
+
     pub(super) async fn stage_inner(
         &self,
         operation: Operation,
@@ -103,22 +134,14 @@ impl SnapshotProducer {
             .await?;
 
         let summary = summary.build(operation, parent.map(|s| s.summary()), &self.properties);
-        let builder = Snapshot::builder()
-            .with_snapshot_id(names.snapshot_id)
-            .with_parent_snapshot_id(parent_id)
-            .with_sequence_number(sequence_number)
-            .with_timestamp_ms(self.clock.now_ms())
-            .with_manifest_list(list_path)
-            .with_summary(summary)
-            .with_schema_id(md.current_schema_id());
-        let snapshot = match row_range {
-            Some((first_row_id, added_rows)) => {
-                builder.with_row_range(first_row_id, added_rows).build()
-            }
-            None => builder.build(),
-        };
-
-        let changes = commit_changes(&table, md, &snapshot)?;
+        let (snapshot, changes) = self.finish_snapshot(
+            names.snapshot_id,
+            parent_id,
+            sequence_number,
+            list_path,
+            summary,
+            row_range,
+        )?;
         Ok(StagedSnapshot {
             snapshot,
             changes,
