@@ -98,6 +98,9 @@ export interface RunOptions extends Options {
   window?: Options | null
   /** Cryo's commits enter this fence first. */
   commitFence?: CommitFenceOption | null
+  /** `runFleet` only: `governed` (the default: tables side by side, deferred steps retried until the
+   * deadline) or `one_pass` (table after table; what the gate holds back waits for the next run). */
+  pacing?: 'governed' | 'one_pass'
   /** `runFleet` only: where tables go (`native`, or a name under `trino`). */
   defaultDestination?: string
   /** `runFleet` only: per-table destinations, by `namespace.table`. */

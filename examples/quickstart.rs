@@ -25,10 +25,10 @@ use std::time::Instant;
 
 use cryo_core::clock::SystemClock;
 use cryo_core::demo::{DemoOptions, create_demo_lake};
+use cryo_core::exec::MaintenanceRun;
 use cryo_core::govern::LocalLocks;
 use cryo_core::grade::HealthReport;
 use cryo_core::grade::{GradeOptions, grade};
-use cryo_core::maintain::MaintenanceRun;
 use cryo_core::plan::MaintenancePlan;
 use cryo_core::plan::{PlanOptions, plan_fleet};
 use cryo_core::receipt::{JsonLinesLog, ReceiptStatus};

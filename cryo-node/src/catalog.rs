@@ -10,14 +10,15 @@ use std::sync::Arc;
 use cryo_core::clock::SystemClock;
 use cryo_core::compact::{CompactOptions, Compaction, RunOptions};
 use cryo_core::exec::trino::{TrinoConfig, TrinoEngine};
-use cryo_core::exec::{FleetOptions, FleetRun, SqlEngine};
+use cryo_core::exec::{
+    ControlSources, FleetOptions, FleetRun, MaintenanceOptions, MaintenanceRun, SqlEngine,
+};
 use cryo_core::govern::{Bandit, BanditConfig, Governor, Limits, LocalLocks};
 use cryo_core::grade::GradeOptions;
 use cryo_core::maintain::{
-    ControlSources, ExpireOptions, FindMissingFilesOptions, MaintenanceOptions, MaintenanceRun,
-    RemoveOrphanFilesOptions, RewriteManifestsOptions, RewritePositionDeletesOptions,
-    expire_snapshots, find_missing_files, remove_orphan_files, rewrite_manifests,
-    rewrite_position_deletes,
+    ExpireOptions, FindMissingFilesOptions, RemoveOrphanFilesOptions, RewriteManifestsOptions,
+    RewritePositionDeletesOptions, expire_snapshots, find_missing_files, remove_orphan_files,
+    rewrite_manifests, rewrite_position_deletes,
 };
 use cryo_core::plan::{PlanOptions, TableControl, plan_scans};
 use cryo_core::progress::ProgressSink;

@@ -9,9 +9,10 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use cryo_core::compact::CompactionOutcome as CoreCompaction;
+use cryo_core::exec::MaintenanceOutcome;
 use cryo_core::grade::HealthReport as CoreReport;
 use cryo_core::maintain::{
-    ExpireOutcome as CoreExpire, MaintenanceOutcome, MissingFilesOutcome as CoreMissing,
+    ExpireOutcome as CoreExpire, MissingFilesOutcome as CoreMissing,
     RemoveOrphanFilesOutcome as CoreOrphans, RewriteManifestsOutcome as CoreManifests,
     RewritePositionDeletesOutcome as CorePositionDeletes,
 };

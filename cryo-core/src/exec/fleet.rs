@@ -8,6 +8,9 @@ use futures::StreamExt;
 use futures::stream::FuturesUnordered;
 use serde::{Deserialize, Serialize};
 
+use super::controls::controls_from_receipts;
+use super::native::Native;
+use super::run::{MaintenanceOptions, NATIVE_ENGINE};
 use super::{Destination, SqlEngine};
 use crate::catalog::{Catalog, TableId};
 use crate::clock::{Clock, SystemClock};
@@ -16,29 +19,38 @@ use crate::govern::{
     CoordinatorLoad, Decision, DeferReason, Governor, LoadSnapshot, LockGuard, Outcome, Probe,
     Slot, TableLocks, TableState,
 };
-use crate::maintain::{MaintenanceOptions, MaintenanceRun};
 use crate::ops::Operation;
-use crate::plan::{MaintenancePlan, PlannedStep, TableControl, TablePlan, Window};
+use crate::plan::{MaintenancePlan, PlannedStep, TableControl, TablePlan};
 use crate::progress::{ProgressSink, report};
-use crate::receipt::{Footprint, JsonLinesLog, Receipt, ReceiptStatus, default_actor};
+use crate::receipt::{Footprint, JsonLinesLog, Receipt, ReceiptStatus};
 use crate::render::{RenderedTable, render_table};
 
-/// The destination name of the native engine.
-pub const NATIVE: &str = "native";
+/// How a run waits for the gate.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum Pacing {
+    /// Tables side by side as the governor admits them; a deferred step is asked about again
+    /// when its retry is due, until the deadline (the default for fleet runs).
+    #[default]
+    Governed,
+    /// Table after table in plan order, each step started as soon as the gate admits it (no
+    /// admission receipt: the step's own receipt follows at once); a step the gate holds back is
+    /// deferred to the next run, not waited for ([`MaintenanceRun`](super::MaintenanceRun)).
+    OnePass,
+}
 
 /// How a fleet run routes and paces its work.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct FleetOptions {
-    /// Change nothing: consult the governor once per table and report what would run where (the
-    /// default). Native steps compute what they would change; SQL steps show their statements.
-    pub dry_run: bool,
-    /// Who runs it (receipts' `actor`).
-    pub actor: String,
-    /// Start no step outside this daily UTC window.
-    pub window: Option<Window>,
-    /// Start no step after this instant (ms since epoch); what has not started is deferred.
-    pub deadline_ms: Option<i64>,
+    /// What every run takes: dry run (the default; a dry run consults the governor once per
+    /// table and reports what would run where: native steps compute what they would change, SQL
+    /// steps show their statements), actor, window, deadline, and the native engine's options.
+    #[serde(flatten)]
+    pub run: MaintenanceOptions,
+    /// How the run waits for the gate.
+    pub pacing: Pacing,
     /// Where tables go unless a route says otherwise (`native`, or a destination's name).
     pub default_destination: String,
     /// Per-table destinations, by `namespace.table`.
@@ -50,14 +62,6 @@ pub struct FleetOptions {
     pub large_table_destination: Option<String>,
     /// Shortest wait before a deferred step is tried again.
     pub min_retry_ms: u64,
-    /// Native compaction: groups rewritten at once.
-    pub parallel_groups: usize,
-    /// Native compaction: most commits per chunk.
-    pub max_commits: usize,
-    /// Native steps: as [`MaintenanceOptions::quiet_period_ms`].
-    pub quiet_period_ms: Option<u64>,
-    /// Native steps: as [`MaintenanceOptions::commit_fence`].
-    pub commit_fence: Option<crate::govern::CommitFence>,
     /// Minimum time between two runs of an operation on the same table, checked against the
     /// tables' controls ([`FleetRun::with_controls`] and the receipt log) before each step; the
     /// planner's defaults ([`PlanOptions::cooldowns_ms`](crate::plan::PlanOptions)).
@@ -66,21 +70,14 @@ pub struct FleetOptions {
 
 impl Default for FleetOptions {
     fn default() -> Self {
-        let native = MaintenanceOptions::default();
         Self {
-            dry_run: true,
-            actor: default_actor(),
-            window: None,
-            deadline_ms: None,
-            default_destination: NATIVE.into(),
+            run: MaintenanceOptions::default(),
+            pacing: Pacing::default(),
+            default_destination: NATIVE_ENGINE.into(),
             routes: BTreeMap::new(),
             large_table_bytes: None,
             large_table_destination: None,
             min_retry_ms: 1_000,
-            parallel_groups: native.parallel_groups,
-            max_commits: native.max_commits,
-            quiet_period_ms: None,
-            commit_fence: None,
             cooldowns_ms: crate::plan::PlanOptions::default().cooldowns_ms,
         }
     }
@@ -89,7 +86,7 @@ impl Default for FleetOptions {
 impl FleetOptions {
     /// Reject nonsensical options.
     pub fn validate(&self) -> Result<()> {
-        self.native().validate()?;
+        self.run.validate()?;
         if self.large_table_bytes.is_some() != self.large_table_destination.is_some() {
             return Err(Error::validation(
                 "large_table_bytes and large_table_destination go together",
@@ -102,19 +99,6 @@ impl FleetOptions {
             return Err(Error::validation("cooldowns must not be negative"));
         }
         Ok(())
-    }
-
-    fn native(&self) -> MaintenanceOptions {
-        MaintenanceOptions {
-            dry_run: self.dry_run,
-            actor: self.actor.clone(),
-            window: self.window,
-            deadline_ms: self.deadline_ms,
-            parallel_groups: self.parallel_groups,
-            max_commits: self.max_commits,
-            quiet_period_ms: self.quiet_period_ms,
-            commit_fence: self.commit_fence.clone(),
-        }
     }
 }
 
@@ -182,7 +166,7 @@ impl FleetOutcome {
 pub struct FleetRun<'a> {
     catalog: &'a Catalog,
     plan: &'a MaintenancePlan,
-    options: FleetOptions,
+    pub(super) options: FleetOptions,
     destinations: BTreeMap<String, Destination>,
     governor: Arc<Mutex<Governor>>,
     locks: Option<Arc<dyn TableLocks>>,
@@ -190,11 +174,15 @@ pub struct FleetRun<'a> {
     clock: Arc<dyn Clock>,
     progress: Option<ProgressSink>,
     controls: BTreeMap<TableId, TableControl>,
+    /// Progress stage name.
+    stage: &'static str,
 }
 
 /// A table's progress through the loop.
 struct Work<'p> {
     plan: &'p TablePlan,
+    /// Receipts for the steps the planner left out, recorded when the table is taken up.
+    planner_skips: Vec<Receipt>,
     destination: String,
     steps: Vec<&'p PlannedStep>,
     next: usize,
@@ -230,14 +218,21 @@ impl<'a> FleetRun<'a> {
             catalog,
             plan,
             options: FleetOptions::default(),
-            destinations: BTreeMap::from([(NATIVE.to_string(), Destination::Native)]),
+            destinations: BTreeMap::from([(NATIVE_ENGINE.to_string(), Destination::Native)]),
             governor: Arc::new(Mutex::new(Governor::default())),
             locks: None,
             log: None,
             clock: Arc::new(SystemClock),
             progress: None,
             controls: BTreeMap::new(),
+            stage: "fleet",
         }
+    }
+
+    /// Name the progress stage (`fleet`, or `run` for [`MaintenanceRun`](super::MaintenanceRun)).
+    pub(super) fn with_stage(mut self, stage: &'static str) -> Self {
+        self.stage = stage;
+        self
     }
 
     /// Per-table controls checked before every step (a table paused since the plan was made is
@@ -259,7 +254,7 @@ impl<'a> FleetRun<'a> {
     /// Change nothing (the default), or carry the plan out.
     #[must_use]
     pub fn dry_run(mut self, dry_run: bool) -> Self {
-        self.options.dry_run = dry_run;
+        self.options.run.dry_run = dry_run;
         self
     }
 
@@ -332,7 +327,17 @@ impl<'a> FleetRun<'a> {
     /// (whatever retry it was given, a backoff or a window opening tomorrow: `try_start` then
     /// ends it with that reason rather than the run sleeping past its deadline).
     fn due(&self, w: &Work<'_>, now: i64) -> bool {
-        w.not_before_ms <= now || self.options.deadline_ms.is_some_and(|d| now >= d)
+        w.not_before_ms <= now || self.options.run.deadline_ms.is_some_and(|d| now >= d)
+    }
+
+    /// Whether `works[i]`'s next step may be asked about now: it is due, and under one-pass
+    /// pacing it is the first unfinished table and nothing runs (`idle`).
+    fn ready(&self, works: &[Work<'_>], i: usize, now: i64, idle: bool) -> bool {
+        let w = &works[i];
+        if w.done || w.running || !self.due(w, now) {
+            return false;
+        }
+        self.options.pacing == Pacing::Governed || (idle && works[..i].iter().all(|w| w.done))
     }
 
     /// Carry the plan out. Fails only on an invalid plan or options, an unknown destination, or a
@@ -342,33 +347,36 @@ impl<'a> FleetRun<'a> {
         self.options.validate()?;
         self.plan.verify()?;
         self.fold_in_the_log()?;
-        let native = MaintenanceRun::new(self.catalog, self.plan)
-            .with_options(self.options.native())
-            .with_clock(Arc::clone(&self.clock));
         let mut receipts = Vec::new();
         for skipped in &self.plan.skipped_tables {
-            let r = native
+            let r = self
                 .receipt(&skipped.table, None, ReceiptStatus::Skipped)
                 .with_reason(skipped.reason.clone());
             self.record(&mut receipts, vec![r])?;
         }
-        let mut works = self.prepare(&native, &mut receipts)?;
+        let mut works = self.prepare()?;
         let total = works.len() as u64;
         let mut finished = works.iter().filter(|w| w.done).count() as u64;
-        report(self.progress.as_ref(), "fleet", finished, total, None);
+        report(self.progress.as_ref(), self.stage, finished, total, None);
 
         let mut running = FuturesUnordered::new();
         loop {
             let now = self.clock.now_ms();
             let mut probes: BTreeMap<String, Probe> = BTreeMap::new();
-            for (i, w) in works.iter_mut().enumerate() {
-                if w.done || w.running || !self.due(w, now) {
+            for i in 0..works.len() {
+                if !works[i].planner_skips.is_empty()
+                    && (self.options.pacing == Pacing::Governed
+                        || works[..i].iter().all(|w| w.done))
+                {
+                    let skips = std::mem::take(&mut works[i].planner_skips);
+                    self.record(&mut receipts, skips)?;
+                }
+                if !self.ready(&works, i, now, running.is_empty()) {
                     continue;
                 }
+                let w = &mut works[i];
                 let mut new = Vec::new();
-                let started = self
-                    .try_start(i, w, &native, now, &mut probes, &mut new)
-                    .await;
+                let started = self.try_start(i, w, now, &mut probes, &mut new).await;
                 if let Some(fut) = started {
                     running.push(fut);
                 }
@@ -377,7 +385,7 @@ impl<'a> FleetRun<'a> {
                     finished += 1;
                     report(
                         self.progress.as_ref(),
-                        "fleet",
+                        self.stage,
                         finished,
                         total,
                         Some(w.plan.table.to_string()),
@@ -389,10 +397,7 @@ impl<'a> FleetRun<'a> {
             }
             // A table whose step was skipped without admission can go on at once.
             let now = self.clock.now_ms();
-            if works
-                .iter()
-                .any(|w| !w.done && !w.running && self.due(w, now))
-            {
+            if (0..works.len()).any(|i| self.ready(&works, i, now, running.is_empty())) {
                 continue;
             }
             // Wait for a step to finish or the next deferred table to become due.
@@ -400,7 +405,7 @@ impl<'a> FleetRun<'a> {
                 .iter()
                 .filter(|w| !w.done && !w.running)
                 .map(|w| w.not_before_ms)
-                .chain(self.options.deadline_ms)
+                .chain(self.options.run.deadline_ms)
                 .filter(|t| *t > now)
                 .min();
             let sleep_ms = wake.map(|t| (t - now).max(1) as u64);
@@ -417,12 +422,12 @@ impl<'a> FleetRun<'a> {
                 running.next().await
             };
             if let Some(d) = done {
-                let (new, table_done) = self.finish_step(&mut works, d, &native);
+                let (new, table_done) = self.finish_step(&mut works, d);
                 if let Some(table) = table_done {
                     finished += 1;
                     report(
                         self.progress.as_ref(),
-                        "fleet",
+                        self.stage,
                         finished,
                         total,
                         Some(table),
@@ -434,7 +439,7 @@ impl<'a> FleetRun<'a> {
         let tables = works.iter().map(|w| table_report(w, &receipts)).collect();
         Ok(FleetOutcome {
             plan_fingerprint: self.plan.fingerprint.clone(),
-            dry_run: self.options.dry_run,
+            dry_run: self.options.run.dry_run,
             receipts,
             tables,
             duration_ms: started.elapsed().as_millis() as u64,
@@ -445,7 +450,7 @@ impl<'a> FleetRun<'a> {
     /// ran when into the tables' controls.
     fn fold_in_the_log(&mut self) -> Result<()> {
         if let Some(log) = &self.log {
-            for (id, control) in crate::maintain::controls_from_receipts(&log.read()?) {
+            for (id, control) in controls_from_receipts(&log.read()?) {
                 self.controls.entry(id).or_default().merge(&control);
             }
         }
@@ -453,12 +458,8 @@ impl<'a> FleetRun<'a> {
     }
 
     /// Every planned table as work: its destination, its steps in order, its statements rendered
-    /// for an SQL destination; the planner's skips become receipts.
-    fn prepare<'p>(
-        &'p self,
-        native: &MaintenanceRun<'_>,
-        receipts: &mut Vec<Receipt>,
-    ) -> Result<Vec<Work<'p>>> {
+    /// for an SQL destination, the receipts of the planner's skips.
+    fn prepare(&self) -> Result<Vec<Work<'_>>> {
         let mut works = Vec::with_capacity(self.plan.tables.len());
         for table in &self.plan.tables {
             let destination = self.route(table);
@@ -483,14 +484,14 @@ impl<'a> FleetRun<'a> {
             };
             let mut steps: Vec<&PlannedStep> = table.steps.iter().collect();
             steps.sort_by_key(|s| s.operation);
-            let planner_skips = native
+            let planner_skips = self
                 .planner_skips(table)
                 .into_iter()
                 .map(|r| on(r, dest))
                 .collect();
-            self.record(receipts, planner_skips)?;
             works.push(Work {
                 plan: table,
+                planner_skips,
                 destination,
                 done: steps.is_empty(),
                 steps,
@@ -512,12 +513,7 @@ impl<'a> FleetRun<'a> {
     /// A step ended: give its slot back (and its outcome to the bandit), wake tables waiting for
     /// a slot on that destination, and advance its table. Returns the receipts to record and,
     /// when the table is done, its name.
-    fn finish_step(
-        &self,
-        works: &mut [Work<'_>],
-        d: StepDone,
-        native: &MaintenanceRun<'_>,
-    ) -> (Vec<Receipt>, Option<String>) {
+    fn finish_step(&self, works: &mut [Work<'_>], d: StepDone) -> (Vec<Receipt>, Option<String>) {
         let StepDone {
             work,
             slot,
@@ -527,7 +523,7 @@ impl<'a> FleetRun<'a> {
         } = d;
         if let Ok(mut g) = self.governor.lock() {
             g.release(&slot);
-            if !self.options.dry_run {
+            if !self.options.run.dry_run {
                 g.record(
                     &slot,
                     &Outcome {
@@ -561,7 +557,7 @@ impl<'a> FleetRun<'a> {
             for step in &w.steps[w.next..] {
                 new.push(
                     on(
-                        native.receipt(&w.plan.table, Some(step.operation), ReceiptStatus::Skipped),
+                        self.receipt(&w.plan.table, Some(step.operation), ReceiptStatus::Skipped),
                         &self.destinations[&w.destination],
                     )
                     .with_reason(format!("{op} failed earlier on this table")),
@@ -585,11 +581,10 @@ impl<'a> FleetRun<'a> {
         &'s self,
         index: usize,
         w: &mut Work<'s>,
-        native: &'s MaintenanceRun<'s>,
         now: i64,
         probes: &mut BTreeMap<String, Probe>,
         out: &mut Vec<Receipt>,
-    ) -> Option<futures::future::LocalBoxFuture<'s, StepDone>> {
+    ) -> Option<futures::future::BoxFuture<'s, StepDone>> {
         let dest = &self.destinations[&w.destination];
         let id = &w.plan.table;
         let step = w.steps[w.next];
@@ -597,7 +592,7 @@ impl<'a> FleetRun<'a> {
             for s in &w.steps[w.next..] {
                 out.push(
                     on(
-                        native.receipt(id, Some(s.operation), ReceiptStatus::Deferred),
+                        self.receipt(id, Some(s.operation), ReceiptStatus::Deferred),
                         dest,
                     )
                     .with_reason(reason.clone()),
@@ -607,7 +602,7 @@ impl<'a> FleetRun<'a> {
             w.done = true;
             w.guard = None;
         };
-        if let Some(deadline) = self.options.deadline_ms
+        if let Some(deadline) = self.options.run.deadline_ms
             && now >= deadline
         {
             defer_rest(
@@ -622,12 +617,12 @@ impl<'a> FleetRun<'a> {
         if w.guard.is_none()
             && let Some(locks) = &self.locks
         {
-            match locks.try_acquire(self.catalog.name(), id, &self.options.actor, now) {
+            match locks.try_acquire(self.catalog.name(), id, &self.options.run.actor, now) {
                 Ok(Ok(g)) => w.guard = Some(g),
                 Ok(Err(holder)) => lock_holder = Some(holder),
                 Err(e) => {
                     out.push(
-                        on(native.receipt(id, None, ReceiptStatus::Failed), dest)
+                        on(self.receipt(id, None, ReceiptStatus::Failed), dest)
                             .with_reason(format!("could not take the table lock: {e}")),
                     );
                     defer_rest(w, "the table lock could not be taken".into(), out);
@@ -636,13 +631,13 @@ impl<'a> FleetRun<'a> {
             }
         }
         if lock_holder.is_none() && !w.verified {
-            if let Some(r) = native.same_table(w.plan).await {
+            if let Some(r) = self.same_table(w.plan).await {
                 let reason = r.reason.clone().unwrap_or_default();
                 out.push(on(r, dest));
                 for s in &w.steps[w.next..] {
                     out.push(
                         on(
-                            native.receipt(id, Some(s.operation), ReceiptStatus::Skipped),
+                            self.receipt(id, Some(s.operation), ReceiptStatus::Skipped),
                             dest,
                         )
                         .with_reason(reason.clone()),
@@ -675,7 +670,7 @@ impl<'a> FleetRun<'a> {
             };
             out.push(
                 on(
-                    native.receipt(id, Some(step.operation), ReceiptStatus::Skipped),
+                    self.receipt(id, Some(step.operation), ReceiptStatus::Skipped),
                     dest,
                 )
                 .with_reason(reason)
@@ -693,9 +688,9 @@ impl<'a> FleetRun<'a> {
             paused: control.and_then(TableControl::pause),
             cooldown_until_ms: control
                 .and_then(|c| c.cooldown_until_ms(step.operation, &self.options.cooldowns_ms, now)),
-            window: self.options.window,
+            window: self.options.run.window,
             deadline_ms: match (
-                self.options.deadline_ms,
+                self.options.run.deadline_ms,
                 control.and_then(|c| c.deadline_ms),
             ) {
                 (Some(a), Some(b)) => Some(a.min(b)),
@@ -723,14 +718,16 @@ impl<'a> FleetRun<'a> {
         drop(governor);
         match decision {
             Decision::Admit { slot } => {
-                out.push(
-                    on(
-                        native.receipt(id, Some(step.operation), ReceiptStatus::Admitted),
-                        dest,
-                    )
-                    .with_detail("destination", slot.destination.clone())
-                    .with_detail("coordinator", slot.coordinator.clone()),
-                );
+                if self.options.pacing == Pacing::Governed {
+                    out.push(
+                        on(
+                            self.receipt(id, Some(step.operation), ReceiptStatus::Admitted),
+                            dest,
+                        )
+                        .with_detail("destination", slot.destination.clone())
+                        .with_detail("coordinator", slot.coordinator.clone()),
+                    );
+                }
                 w.running = true;
                 w.last_defer = None;
                 let queue_delay_ms = w.first_deferred_ms.take().map_or(0, |t| now - t);
@@ -750,13 +747,21 @@ impl<'a> FleetRun<'a> {
                 let dest_name = w.destination.clone();
                 let fut = async move {
                     let (receipt, impact) = match dest {
-                        Destination::Native => (native.step_receipt(id, step).await, 0.0),
+                        Destination::Native => {
+                            let native = Native {
+                                catalog: self.catalog,
+                                options: &self.options.run,
+                                clock: Arc::clone(&self.clock),
+                            };
+                            let r = self.receipt(id, Some(step.operation), ReceiptStatus::Failed);
+                            (native.step(r, id, step).await, 0.0)
+                        }
                         Destination::Sql(engine) => {
                             let (rs, skips) = rendered.unwrap_or_default();
                             let r = self
-                                .sql_step(native, engine.as_ref(), &slot, id, step, rs, skips)
+                                .sql_step(engine.as_ref(), &slot, id, step, rs, skips)
                                 .await;
-                            let after = if self.options.dry_run {
+                            let after = if self.options.run.dry_run {
                                 None
                             } else {
                                 engine.probe(&dest_name, self.clock.now_ms()).await.ok()
@@ -784,14 +789,16 @@ impl<'a> FleetRun<'a> {
                     w.first_deferred_ms = Some(now);
                 }
                 if w.last_defer.as_deref() != Some(text.as_str()) {
-                    let mut r = native.receipt(id, Some(step.operation), ReceiptStatus::Deferred);
+                    let mut r = self.receipt(id, Some(step.operation), ReceiptStatus::Deferred);
                     r.at_ms = now; // the instant of the decision, which retry_after counts from
-                    out.push(
-                        on(r, dest)
-                            .with_reason(text.clone())
-                            .with_detail("destination", w.destination.clone())
-                            .with_detail("retry_after_ms", retry_after_ms),
-                    );
+                    let mut r = on(r, dest)
+                        .with_reason(text.clone())
+                        .with_detail("destination", w.destination.clone())
+                        .with_detail("retry_after_ms", retry_after_ms);
+                    if let DeferReason::Locked { holder } = &reason {
+                        r = r.with_detail("lock_holder", holder.holder.clone());
+                    }
+                    out.push(r);
                     w.last_defer = Some(text.clone());
                 }
                 w.waiting_for_slot = matches!(reason, DeferReason::AtCapacity { .. });
@@ -809,11 +816,14 @@ impl<'a> FleetRun<'a> {
                 } else if matches!(reason, DeferReason::Paused { .. }) {
                     w.next += 1;
                     defer_rest(w, format!("not retried in this run ({text})"), out);
-                } else if self.options.dry_run && !w.waiting_for_slot {
+                } else if self.options.run.dry_run && !w.waiting_for_slot {
                     // A dry run reports the decision and moves on (it waits only for its own
                     // steps' slots, which free in moments).
                     w.next += 1;
                     defer_rest(w, format!("dry run: not retried ({text})"), out);
+                } else if self.options.pacing == Pacing::OnePass && !w.waiting_for_slot {
+                    w.next += 1;
+                    defer_rest(w, format!("not retried in this run ({text})"), out);
                 } else {
                     w.not_before_ms = retry_after_ms.max(now + self.options.min_retry_ms as i64);
                     // A lock we hold is given back while we wait.
@@ -836,7 +846,6 @@ impl<'a> FleetRun<'a> {
     #[allow(clippy::too_many_arguments, clippy::too_many_lines)] // one step, one receipt
     async fn sql_step(
         &self,
-        native: &MaintenanceRun<'_>,
         engine: &dyn SqlEngine,
         slot: &Slot,
         id: &TableId,
@@ -844,7 +853,7 @@ impl<'a> FleetRun<'a> {
         rendered: Option<crate::render::RenderedStep>,
         skips: Vec<String>,
     ) -> Receipt {
-        let mut r = native.receipt(id, Some(step.operation), ReceiptStatus::Failed);
+        let mut r = self.receipt(id, Some(step.operation), ReceiptStatus::Failed);
         r.engine = engine.kind().to_string();
         let statements: Vec<String> = rendered
             .as_ref()
@@ -877,7 +886,7 @@ impl<'a> FleetRun<'a> {
             r.details
                 .insert("render_skips".into(), serde_json::Value::from(skips));
         }
-        if self.options.dry_run {
+        if self.options.run.dry_run {
             r.status = ReceiptStatus::DryRun;
             return r;
         }
@@ -973,6 +982,70 @@ impl<'a> FleetRun<'a> {
                 bytes: num("total-files-size"),
             },
         ))
+    }
+
+    /// A receipt of this run, on the native engine until [`on`] says otherwise.
+    fn receipt(
+        &self,
+        table: &TableId,
+        operation: Option<Operation>,
+        status: ReceiptStatus,
+    ) -> Receipt {
+        Receipt::new(
+            self.clock.now_ms(),
+            self.catalog.name(),
+            table.clone(),
+            operation,
+            NATIVE_ENGINE,
+            status,
+            self.options.run.actor.clone(),
+        )
+        .with_plan(self.plan.fingerprint.clone())
+    }
+
+    /// Receipts for the steps the planner left out: deferred (a cooldown or outside the window:
+    /// it will run later) or skipped (not needed or not possible).
+    fn planner_skips(&self, table: &TablePlan) -> Vec<Receipt> {
+        table
+            .skipped
+            .iter()
+            .map(|s| {
+                let status = if s.reason.starts_with("cooldown") || s.reason.starts_with("outside")
+                {
+                    ReceiptStatus::Deferred
+                } else {
+                    ReceiptStatus::Skipped
+                };
+                self.receipt(&table.table, Some(s.operation), status)
+                    .with_reason(s.reason.clone())
+            })
+            .collect()
+    }
+
+    /// `None` when the table is still the one the plan was made for; else the receipt saying why
+    /// it must not run (replaced since planning, or cannot be loaded).
+    async fn same_table(&self, table: &TablePlan) -> Option<Receipt> {
+        let id = &table.table;
+        match self.catalog.load_table(id).await {
+            Ok(loaded) => {
+                let uuid = loaded.metadata.uuid().to_string();
+                if !table.table_uuid.is_empty() && uuid != table.table_uuid {
+                    return Some(
+                        self.receipt(id, None, ReceiptStatus::Skipped)
+                            .with_reason(format!(
+                                "the table was replaced since planning (uuid {} in the plan, {uuid} now): plan again",
+                                table.table_uuid
+                            )),
+                    );
+                }
+                None
+            }
+            Err(e) => Some(
+                self.receipt(id, None, ReceiptStatus::Failed)
+                    .with_reason(e.to_string())
+                    .with_detail("error_code", e.code()),
+            ),
+        }
     }
 
     /// Redact, log and keep receipts.

@@ -1,23 +1,63 @@
-//! Engines at scale (docs/architecture.md, "Engines and governing"): run a fleet plan on the native engine, on the user's Trino or on
-//! the user's Spark, step by step, each step only when the governor admits it.
+//! Execute: carry a maintenance plan out, step by step, each step only when the gate admits it,
+//! on the native engine, on the user's Trino or on the user's Spark (docs/architecture.md,
+//! "Engines and governing"). One loop does it, [`FleetRun`]; [`MaintenanceRun`] is that loop with
+//! the native engine as its only destination, in one pass.
 //!
 //! ```text
-//! fleet plan ──▶ FleetRun ── per table, its steps in the fixed order ─────────────────────────┐
-//!                  │  route: table → destination (native | trino | spark | …)                 │
-//!                  │  lock? window? deadline? probe(destination) ─▶ Governor::decide          │
-//!                  │     Admit{slot} ─▶ native step, or the step rendered in the destination's │
-//!                  │                    dialect, statement after statement ─▶ receipt          │
-//!                  │     Defer{reason, retry_after} ─▶ receipt; tried again when it passes     │
-//!                  └── deadline: what has not started is deferred with a receipt ◀────────────┘
+//! plan ──▶ FleetRun ── per table, its steps in the fixed order ─────────────────────────────┐
+//!            │  route: table → destination (native | trino | spark | …)                    │
+//!            │  the gate: deadline, lock, same table (uuid), then Governor::decide:         │
+//!            │    pause, cooldown, window, probe(destination), caps                         │
+//!            │     Admit{slot} ─▶ native step, or the step rendered in the destination's    │
+//!            │                    dialect, statement after statement ─▶ receipt             │
+//!            │     Defer{reason, retry_after} ─▶ receipt; Governed: tried again when it     │
+//!            │                    passes; OnePass: deferred to the next run                 │
+//!            └── deadline: what has not started is deferred with a receipt ◀───────────────┘
 //! ```
 //!
 //! A destination that runs SQL is an [`SqlEngine`]: [`trino::TrinoEngine`] speaks Trino's HTTP
 //! protocol; the Python package wraps a `SparkSession` the caller hands in. The native engine is
 //! this process ([`Destination::Native`]).
+//!
+//! # Example
+//!
+//! Run the demo lake's plan on the native engine, dry (the default): every step reports what it
+//! would change, and nothing changes.
+//!
+//! ```
+//! # tokio::runtime::Runtime::new().unwrap().block_on(async {
+//! use cryo_core::clock::SystemClock;
+//! use cryo_core::demo::{DemoOptions, create_demo_lake};
+//! use cryo_core::exec::MaintenanceRun;
+//! use cryo_core::grade::GradeOptions;
+//! use cryo_core::plan::{PlanOptions, plan_scans};
+//! use cryo_core::receipt::ReceiptStatus;
+//! use cryo_core::scan::{FleetScanOptions, scan_fleet};
+//!
+//! let dir = tempfile::tempdir()?;
+//! let lake = create_demo_lake(dir.path(), &DemoOptions::default()).await?;
+//! let fleet = scan_fleet(&lake.catalog, &FleetScanOptions::default(), &SystemClock).await?;
+//! let plan = plan_scans(
+//!     lake.catalog.name(),
+//!     &fleet.tables,
+//!     &GradeOptions::default(),
+//!     &PlanOptions::default(),
+//!     &Default::default(), // no table controls: nothing paused, nothing cooling down
+//! )?;
+//! let outcome = MaintenanceRun::new(&lake.catalog, &plan).execute().await?;
+//! assert!(outcome.dry_run);
+//! assert!(outcome.count(ReceiptStatus::DryRun) > 0);
+//! assert_eq!(outcome.count(ReceiptStatus::Succeeded), 0);
+//! # Ok::<_, Box<dyn std::error::Error>>(())
+//! # }).unwrap();
+//! ```
 
 pub mod trino;
 
+mod controls;
 mod fleet;
+mod native;
+mod run;
 
 use std::fmt;
 
@@ -28,7 +68,9 @@ use crate::error::Result;
 use crate::govern::Probe;
 use crate::render::Dialect;
 
-pub use fleet::{FleetOptions, FleetOutcome, FleetRun, TableReport, TableStatus};
+pub use controls::{ControlSources, controls_from_receipts};
+pub use fleet::{FleetOptions, FleetOutcome, FleetRun, Pacing, TableReport, TableStatus};
+pub use run::{MaintenanceOptions, MaintenanceOutcome, MaintenanceRun, NATIVE_ENGINE, run_plan};
 
 /// An engine that runs Cryo's rendered SQL: the user's Trino or Spark.
 #[async_trait]
@@ -98,7 +140,7 @@ impl Destination {
     /// Engine kind for receipts.
     pub fn kind(&self) -> &str {
         match self {
-            Destination::Native => crate::maintain::NATIVE_ENGINE,
+            Destination::Native => NATIVE_ENGINE,
             Destination::Sql(e) => e.kind(),
         }
     }

@@ -1,6 +1,5 @@
 //! Native metadata maintenance: snapshot expiry, manifest and position-delete rewrites, orphan
-//! and missing files, and the maintenance run that executes a [`crate::plan::MaintenancePlan`]
-//! operation by operation, table by table, under locks, leaving a receipt for every decision.
+//! and missing files. A [`crate::plan::MaintenancePlan`] is carried out by [`crate::exec`].
 //!
 //! Every destructive operation here defaults to a dry run (docs/architecture.md, "Deletion safety"); the default lives in
 //! core, so every binding inherits it.
@@ -40,7 +39,6 @@ mod manifests;
 mod missing;
 mod orphans;
 mod position_deletes;
-mod run;
 
 pub use arrow::{file_listing_schema, missing_files_schema};
 pub use expire::{
@@ -68,8 +66,4 @@ pub use position_deletes::{
     PositionDeletePlan, PreparedPositionDeleteRewrite, RewritePositionDeletes,
     RewritePositionDeletesOptions, RewritePositionDeletesOutcome, SkippedDeletes,
     plan_position_delete_rewrite, rewrite_position_deletes,
-};
-pub use run::{
-    ControlSources, MaintenanceOptions, MaintenanceOutcome, MaintenanceRun, NATIVE_ENGINE,
-    controls_from_receipts, run_plan,
 };

@@ -561,3 +561,23 @@ fn invalid_options_are_rejected() {
         ));
     }
 }
+
+#[test]
+fn windows_wrap_past_midnight() {
+    let h = |hour: i64| hour * 3_600_000;
+    let open = |w, at| super::window_opens_in(w, at).is_none();
+    let night = Window {
+        start_hour: 22,
+        end_hour: 4,
+    };
+    assert!(open(night, h(23)));
+    assert!(open(night, h(24 + 3)));
+    assert!(!open(night, h(4)));
+    assert!(!open(night, h(12)));
+    let day = Window {
+        start_hour: 9,
+        end_hour: 17,
+    };
+    assert!(open(day, h(9)));
+    assert!(!open(day, h(17)));
+}

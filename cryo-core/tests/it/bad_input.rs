@@ -196,10 +196,11 @@ mod corpus {
         NewTable, SnapshotProducer, live_files, write_data_files, write_position_deletes,
     };
     use cryo_core::compact::{Compaction, RunOptions};
+    use cryo_core::exec::{MaintenanceOptions, MaintenanceRun};
     use cryo_core::grade::{GradeOptions, grade};
     use cryo_core::maintain::{
-        ExpireSnapshots, FindMissingFiles, MaintenanceOptions, MaintenanceRun, RemoveOrphanFiles,
-        RewriteManifests, RewritePositionDeletes,
+        ExpireSnapshots, FindMissingFiles, RemoveOrphanFiles, RewriteManifests,
+        RewritePositionDeletes,
     };
     use cryo_core::plan::TableControl;
     use cryo_core::plan::{MaintenancePlan, PlanOptions, plan_fleet, plan_table};

@@ -7,7 +7,7 @@ use std::path::Path;
 
 use cryo_core::clock::SystemClock;
 use cryo_core::demo::{DemoLake, DemoOptions, create_demo_lake};
-use cryo_core::exec::{FleetOptions, FleetRun, TableStatus};
+use cryo_core::exec::{FleetOptions, FleetRun, MaintenanceOptions, TableStatus};
 use cryo_core::grade::{GradeOptions, grade};
 use cryo_core::plan::{MaintenancePlan, PlanOptions, plan_fleet};
 use cryo_core::receipt::ReceiptStatus;
@@ -153,7 +153,7 @@ async fn native_fleet_run_dry_then_real() {
 /// deferred, and the table's other steps still run.
 #[tokio::test]
 async fn pauses_and_cooldowns_given_after_planning_hold_in_the_run() {
-    use cryo_core::maintain::ControlSources;
+    use cryo_core::exec::ControlSources;
     use cryo_core::plan::TableControl;
     use cryo_core::receipt::{JsonLinesLog, Receipt};
 
@@ -498,7 +498,10 @@ async fn an_unreachable_probe_never_admits_and_the_deadline_ends_the_run() {
         }))
         .with_options(FleetOptions {
             default_destination: "cluster".into(),
-            deadline_ms: Some(clock.now_ms() + 3_000),
+            run: MaintenanceOptions {
+                deadline_ms: Some(clock.now_ms() + 3_000),
+                ..MaintenanceOptions::default()
+            },
             min_retry_ms: 100,
             ..FleetOptions::default()
         })
@@ -557,7 +560,10 @@ async fn the_deadline_ends_the_run_before_a_later_retry() {
         }))
         .with_options(FleetOptions {
             default_destination: "cluster".into(),
-            deadline_ms: Some(clock.now_ms() + 1_000),
+            run: MaintenanceOptions {
+                deadline_ms: Some(clock.now_ms() + 1_000),
+                ..MaintenanceOptions::default()
+            },
             min_retry_ms: 100,
             ..FleetOptions::default()
         })

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use cryo_core::clock::SystemClock;
 use cryo_core::exec::trino::{TrinoClient, TrinoConfig, TrinoEngine};
-use cryo_core::exec::{FleetOptions, FleetRun, SqlEngine, TableStatus};
+use cryo_core::exec::{FleetOptions, FleetRun, MaintenanceOptions, SqlEngine, TableStatus};
 use cryo_core::grade::{GradeOptions, grade};
 use cryo_core::ops::Operation;
 use cryo_core::plan::{PlanOptions, plan_fleet};
@@ -533,7 +533,10 @@ async fn receipts_of_a_fleet_run_over_https_hold_no_password() {
             .with_engine("trino", Arc::new(engine))
             .with_options(FleetOptions {
                 default_destination: "trino".into(),
-                deadline_ms,
+                run: MaintenanceOptions {
+                    deadline_ms,
+                    ..MaintenanceOptions::default()
+                },
                 min_retry_ms: 500,
                 ..FleetOptions::default()
             })

@@ -8,9 +8,9 @@ use std::sync::Arc;
 use arrow_array::RecordBatch;
 use cryo_core::clock::SystemClock;
 use cryo_core::demo::{DemoLake, DemoOptions, create_demo_lake};
+use cryo_core::exec::{MaintenanceOptions, MaintenanceRun, controls_from_receipts};
 use cryo_core::govern::{LocalLocks, TableLocks};
 use cryo_core::grade::{GradeOptions, HealthReport, grade};
-use cryo_core::maintain::{MaintenanceOptions, MaintenanceRun, controls_from_receipts};
 use cryo_core::ops::Operation;
 use cryo_core::plan::{MaintenancePlan, PlanOptions, plan_fleet};
 use cryo_core::receipt::{JsonLinesLog, ReceiptStatus, receipts_batch};
@@ -440,4 +440,71 @@ async fn progress_counts_tables_and_groups() {
         ("plan", 1, 1, Some("lake.clickstream".to_string()))
     );
     counts_up(&seen, "rewrite", out.groups.len() as u64);
+}
+
+/// The run is the fleet loop paced one pass: the gate (window, deadline) holds a table back,
+/// and what it holds back is deferred to the next run at once, never waited for; tables go one
+/// after another, each with all its receipts together, and no admission receipts.
+#[tokio::test]
+async fn the_gate_defers_to_the_next_run_without_waiting() {
+    use cryo_core::clock::Clock;
+    use cryo_core::plan::Window;
+
+    let dir = tempfile::tempdir().unwrap();
+    let lake = lake(dir.path()).await;
+    let (plan, _) = plan(&lake.catalog).await;
+    let before = state(&lake.catalog, &plan).await;
+    let now = SystemClock.now_ms();
+    let hour = u8::try_from((now / 3_600_000).rem_euclid(24)).unwrap();
+    // A window that opens in two hours: a run that waited would sleep past the test's limit.
+    let closed = Window {
+        start_hour: (hour + 2) % 24,
+        end_hour: (hour + 3) % 24,
+    };
+    let cases = [
+        (
+            MaintenanceOptions {
+                window: Some(closed),
+                ..MaintenanceOptions::default()
+            },
+            "outside the off-peak window",
+        ),
+        (
+            MaintenanceOptions {
+                deadline_ms: Some(now - 1),
+                ..MaintenanceOptions::default()
+            },
+            "deadline passed",
+        ),
+    ];
+    for (options, why) in cases {
+        let run = MaintenanceRun::new(&lake.catalog, &plan)
+            .with_options(options)
+            .dry_run(false)
+            .execute();
+        let outcome = tokio::time::timeout(std::time::Duration::from_mins(5), run)
+            .await
+            .expect("a one-pass run does not wait for the gate")
+            .unwrap();
+        assert_eq!(state(&lake.catalog, &plan).await, before, "nothing changed");
+        assert_eq!(outcome.count(ReceiptStatus::Admitted), 0);
+        for t in &plan.tables {
+            for step in &t.steps {
+                let r = outcome
+                    .receipts
+                    .iter()
+                    .find(|r| r.table == t.table && r.operation == Some(step.operation))
+                    .unwrap();
+                assert_eq!(r.status, ReceiptStatus::Deferred, "{r:?}");
+                assert!(r.reason.as_deref().unwrap().contains(why), "{r:?}");
+            }
+        }
+        // Table after table, in plan order.
+        let order: Vec<usize> = outcome
+            .receipts
+            .iter()
+            .filter_map(|r| plan.tables.iter().position(|t| t.table == r.table))
+            .collect();
+        assert!(order.windows(2).all(|w| w[0] <= w[1]), "{order:?}");
+    }
 }

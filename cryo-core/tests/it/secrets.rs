@@ -19,8 +19,9 @@ use std::net::TcpListener;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, OnceLock};
 
+use cryo_core::exec::MaintenanceRun;
 use cryo_core::exec::trino::{TrinoClient, TrinoConfig};
-use cryo_core::maintain::{MaintenanceRun, RemoveOrphanFiles};
+use cryo_core::maintain::RemoveOrphanFiles;
 use cryo_core::receipt::JsonLinesLog;
 use cryo_core::{Catalog, CatalogConfig, Namespace, TableId};
 use tracing::field::{Field, Visit};

@@ -311,7 +311,8 @@ class Catalog:
         thresholds); a default one otherwise. A dry run unless ``dry_run=False``: a dry run asks the
         governor once per table and shows each step's statements without running them.
         Deferred steps are tried again when their ``retry_after`` passes; at ``deadline`` what has
-        not started is deferred. Receipts for every decision (``receipt_log``: JSON lines).
+        not started is deferred (``pacing="one_pass"``: table after table, and what the gate holds
+        back is deferred to the next run at once, as :meth:`run` does). Receipts for every decision (``receipt_log``: JSON lines).
         Before each step the table's ``controls`` (as for :meth:`plan`) and the receipt log are
         checked again: a table paused since the plan was made is left alone, an operation that
         ran within its cooldown (``cooldowns_ms``) is deferred to a later run.
