@@ -41,6 +41,7 @@ pub mod grade;
 pub mod io;
 pub mod maintain;
 pub mod ops;
+pub mod options;
 pub mod plan;
 pub mod progress;
 pub mod receipt;

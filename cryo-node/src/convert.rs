@@ -1,14 +1,15 @@
 //! Translation between JavaScript values and cryo-core's serde types.
 //!
-//! Options: as in the Python binding, the binding starts from the core type's `Default`
-//! (serialized), overlays the fields the caller gave, and deserializes, so every default stays in
-//! cryo-core and a misspelt option is a `ValidationError` naming the known ones. `null` and
+//! Options: as in the Python binding, the fields the caller gave are laid over the core type's
+//! defaults by cryo-core (`options::overlay`), so every default stays in cryo-core and a misspelt
+//! option is a `ValidationError` naming the known ones. `null` and
 //! `undefined` mean "core's default". Names may be written the JavaScript way (`dryRun`,
 //! `olderThanMs`) or as cryo-core spells them (`dry_run`): a camelCase key is renamed when its
 //! `snake_case` form is a field of the options struct, at the top level and inside nested option
 //! structs (`expire: { retainLast: 3 }`); keys of maps (`routes`, table properties) are data and
 //! are left alone.
 
+use cryo_core::options::{defaults, overlay, overlay_pair};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::{Map, Number, Value};
@@ -104,16 +105,6 @@ fn rename_fields(given: Value, default: &Value) -> Value {
     }
 }
 
-/// The serialized default of an options type, as a JSON object.
-fn default_object<T: Serialize + Default>(what: &str) -> napi::Result<Map<String, Value>> {
-    match serde_json::to_value(T::default()).map_err(errors::internal)? {
-        Value::Object(map) => Ok(map),
-        _ => Err(errors::internal(format!(
-            "{what}: options are not an object"
-        ))),
-    }
-}
-
 /// The caller's options as an object of fields (`None`, `null`: none given).
 fn given_object(what: &str, overrides: Option<Value>) -> napi::Result<Map<String, Value>> {
     match overrides.map(integral_numbers) {
@@ -137,46 +128,23 @@ fn kind(value: &Value) -> &'static str {
     }
 }
 
-/// Overlay the caller's fields on the default of `T` and deserialize. Fields `T` does not have
-/// are refused (with the list of known ones); `null` values keep the default.
+/// The caller's options, keys renamed to cryo-core's fields (against the fields of `fields`).
+fn renamed(given: Map<String, Value>, fields: Map<String, Value>) -> Map<String, Value> {
+    match rename_fields(Value::Object(given), &Value::Object(fields)) {
+        Value::Object(map) => map,
+        _ => Map::new(),
+    }
+}
+
+/// The caller's options laid over the default of `T` (cryo-core's `options::overlay`). Fields
+/// `T` does not have are refused (with the list of known ones); `null` values keep the default.
 pub(crate) fn options<T>(what: &str, overrides: Option<Value>) -> napi::Result<T>
 where
     T: Serialize + DeserializeOwned + Default,
 {
     let given = given_object(what, overrides)?;
-    overlay(what, default_object::<T>(what)?, given)
-}
-
-fn overlay<T: DeserializeOwned>(
-    what: &str,
-    mut base: Map<String, Value>,
-    given: Map<String, Value>,
-) -> napi::Result<T> {
-    for (key, value) in given {
-        let field = if base.contains_key(&key) {
-            key
-        } else {
-            let snake = snake_case(&key);
-            if !base.contains_key(&snake) {
-                let known: Vec<String> = base.keys().map(|k| camel_case(k)).collect();
-                return Err(errors::validation(format!(
-                    "{what}: unknown option `{key}` (known: {})",
-                    known.join(", ")
-                )));
-            }
-            snake
-        };
-        if value.is_null() {
-            continue;
-        }
-        let value = match base.get(&field) {
-            Some(default) => rename_fields(value, default),
-            None => value,
-        };
-        base.insert(field, value);
-    }
-    serde_json::from_value(Value::Object(base))
-        .map_err(|e| errors::validation(format!("{what}: {e}")))
+    let fields = errors::check(defaults::<T>())?;
+    errors::check(overlay(what, renamed(given, fields), camel_case))
 }
 
 /// Split one options object between two option types (compaction's "what" and "how").
@@ -186,19 +154,9 @@ where
     B: Serialize + DeserializeOwned + Default,
 {
     let given = given_object(what, overrides)?;
-    let second_fields = default_object::<B>(what)?;
-    let (mut first, mut second) = (Map::new(), Map::new());
-    for (key, value) in given {
-        if second_fields.contains_key(&key) || second_fields.contains_key(&snake_case(&key)) {
-            second.insert(key, value);
-        } else {
-            first.insert(key, value);
-        }
-    }
-    Ok((
-        overlay(what, default_object::<A>(what)?, first)?,
-        overlay(what, second_fields, second)?,
-    ))
+    let mut fields = errors::check(defaults::<A>())?;
+    fields.extend(errors::check(defaults::<B>())?);
+    errors::check(overlay_pair(what, renamed(given, fields), camel_case))
 }
 
 /// Take a binding-level option (`lockDir`, `receiptLog`) out of an options object before the

@@ -1,9 +1,10 @@
 //! Translation between Python values and cryo-core's serde types.
 //!
-//! Options: the binding starts from the core type's `Default` (serialized), overlays the
-//! keyword arguments the caller gave, and deserializes, so every default stays in cryo-core and
-//! a misspelt option is a `ValidationError` naming the known ones. `None` means "core's default".
+//! Options: the keyword arguments the caller gave, as a JSON object, laid over the core type's
+//! defaults by cryo-core (`options::overlay`): every default stays in cryo-core and a misspelt
+//! option is a `ValidationError` naming the known ones. `None` means "core's default".
 
+use cryo_core::options::{overlay, overlay_pair};
 use pyo3::IntoPyObjectExt;
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyList, PySet, PyString, PyTuple};
@@ -102,43 +103,26 @@ pub(crate) fn to_python<'py, T: Serialize>(
     from_json(py, &json)
 }
 
-/// The serialized default of an options type, as a JSON object.
-fn default_object<T: Serialize + Default>(what: &str) -> PyResult<Map<String, Value>> {
-    match serde_json::to_value(T::default()).map_err(errors::internal)? {
-        Value::Object(map) => Ok(map),
-        _ => Err(errors::internal(format!(
-            "{what}: options are not an object"
-        ))),
+/// The keyword options the caller gave, as a JSON object (`None` values: core's default).
+fn given_object(overrides: Option<&Bound<'_, PyDict>>) -> PyResult<Map<String, Value>> {
+    let mut given = Map::new();
+    if let Some(overrides) = overrides {
+        for (k, v) in overrides.iter() {
+            given.insert(k.extract()?, to_json(&v)?);
+        }
     }
+    Ok(given)
 }
 
-/// Overlay `overrides` on the default of `T` and deserialize. Keys `T` does not have are
-/// refused (with the list of known ones); `None` values keep the default.
+/// `overrides` laid over the default of `T` (cryo-core's `options::overlay`).
 pub(crate) fn options<T>(what: &str, overrides: Option<&Bound<'_, PyDict>>) -> PyResult<T>
 where
     T: Serialize + DeserializeOwned + Default,
 {
-    let mut base = default_object::<T>(what)?;
-    if let Some(overrides) = overrides {
-        for (k, v) in overrides.iter() {
-            let key: String = k.extract()?;
-            if !base.contains_key(&key) {
-                let known: Vec<&str> = base.keys().map(String::as_str).collect();
-                return Err(errors::validation(format!(
-                    "{what}: unknown option `{key}` (known: {})",
-                    known.join(", ")
-                )));
-            }
-            if !v.is_none() {
-                base.insert(key, to_json(&v)?);
-            }
-        }
-    }
-    serde_json::from_value(Value::Object(base))
-        .map_err(|e| errors::validation(format!("{what}: {e}")))
+    errors::check(overlay(what, given_object(overrides)?, str::to_string))
 }
 
-/// Split one set of keyword options between two option types (compaction's "what" and "how").
+/// One set of keyword options split between two option types (compaction's "what" and "how").
 pub(crate) fn options_pair<A, B>(
     what: &str,
     overrides: Option<&Bound<'_, PyDict>>,
@@ -147,37 +131,5 @@ where
     A: Serialize + DeserializeOwned + Default,
     B: Serialize + DeserializeOwned + Default,
 {
-    let py_a = default_object::<A>(what)?;
-    let py_b = default_object::<B>(what)?;
-    let (first, second) = match overrides {
-        None => (None, None),
-        Some(d) => {
-            let py = d.py();
-            let first = PyDict::new(py);
-            let second = PyDict::new(py);
-            for (k, v) in d.iter() {
-                let key: String = k.extract()?;
-                if !py_a.contains_key(&key) && !py_b.contains_key(&key) {
-                    let mut known: Vec<&str> =
-                        py_a.keys().chain(py_b.keys()).map(String::as_str).collect();
-                    known.sort_unstable();
-                    known.dedup();
-                    return Err(errors::validation(format!(
-                        "{what}: unknown option `{key}` (known: {})",
-                        known.join(", ")
-                    )));
-                }
-                if py_b.contains_key(&key) {
-                    second.set_item(k, v)?;
-                } else {
-                    first.set_item(k, v)?;
-                }
-            }
-            (Some(first), Some(second))
-        }
-    };
-    Ok((
-        options::<A>(what, first.as_ref())?,
-        options::<B>(what, second.as_ref())?,
-    ))
+    errors::check(overlay_pair(what, given_object(overrides)?, str::to_string))
 }

@@ -42,7 +42,7 @@ impl Engine {
     fn probe<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
         let engine = Arc::clone(&self.inner);
         let probe = crate::runtime::wait(py, move || async move {
-            let now = chrono_now();
+            let now = cryo_core::clock::Clock::now_ms(&cryo_core::clock::SystemClock);
             Ok(engine.probe("probe", now).await)
         })?;
         match probe {
@@ -89,12 +89,6 @@ impl Engine {
             self.inner.coordinators()
         )
     }
-}
-
-fn chrono_now() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as i64)
 }
 
 /// A Trino destination over one or more coordinators (`urls`). `options` holds both the

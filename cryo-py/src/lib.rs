@@ -53,6 +53,17 @@ fn grade(
     })
 }
 
+/// Health reports in the fleet order (lowest score first, ties by table), as cryo-core orders
+/// them everywhere, plans included.
+#[pyfunction]
+fn worst_first(reports: Vec<Bound<'_, HealthReport>>) -> Vec<Bound<'_, HealthReport>> {
+    let mut reports = reports;
+    reports.sort_by(|a, b| {
+        cryo_core::grade::HealthReport::worst_first(&a.get().inner, &b.get().inner)
+    });
+    reports
+}
+
 /// A demo lake built by Cryo: the catalog and what was built.
 #[pyclass(frozen, module = "cryo._cryo", name = "DemoLake")]
 struct DemoLake {
@@ -167,6 +178,7 @@ fn _cryo(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(engines::trino_engine, m)?)?;
     m.add_function(wrap_pyfunction!(engines::python_engine, m)?)?;
     m.add_function(wrap_pyfunction!(grade, m)?)?;
+    m.add_function(wrap_pyfunction!(worst_first, m)?)?;
     m.add_function(wrap_pyfunction!(demo_lake, m)?)?;
     m.add_function(wrap_pyfunction!(read_receipts, m)?)?;
     m.add_function(wrap_pyfunction!(table_name, m)?)?;

@@ -261,6 +261,12 @@ impl HealthReport {
     pub fn has(&self, code: &str) -> bool {
         self.findings.iter().any(|f| f.code == code)
     }
+
+    /// The fleet order, in which reports are shown and plans take tables: lowest score first,
+    /// ties by table. Sort with `reports.sort_by(HealthReport::worst_first)`.
+    pub fn worst_first(a: &Self, b: &Self) -> std::cmp::Ordering {
+        a.score.cmp(&b.score).then_with(|| a.table.cmp(&b.table))
+    }
 }
 
 /// How much count limits grow with table size: 1 up to 1 GiB, then 1 + log2(GiB), so a 1 TiB

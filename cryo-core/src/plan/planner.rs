@@ -939,9 +939,7 @@ pub fn plan_fleet(
     options.validate()?;
     let mut order: Vec<&(TableScan, HealthReport)> = tables.iter().collect();
     order.sort_by(|a, b| {
-        a.1.score
-            .cmp(&b.1.score)
-            .then_with(|| a.0.table.cmp(&b.0.table))
+        HealthReport::worst_first(&a.1, &b.1).then_with(|| a.0.table.cmp(&b.0.table))
     });
     let mut plan = MaintenancePlan {
         format_version: PLAN_FORMAT_VERSION,

@@ -301,8 +301,10 @@ def _cost_block(cost: Mapping[str, Any]) -> str:
 
 
 def worst_first(reports: Iterable[Any]) -> list[Any]:
-    """Reports by score, lowest first; ties by table name."""
-    return sorted(reports, key=lambda r: (int(r.score), str(r.table)))
+    """Reports in cryo-core's fleet order: lowest score first, ties by table."""
+    from . import _cryo
+
+    return _cryo.worst_first(list(reports))
 
 
 def fleet(reports: Iterable[Any], scans: Optional[Mapping[str, Any]] = None, errors: Sequence[Mapping[str, Any]] = (), catalog: Optional[str] = None) -> str:
