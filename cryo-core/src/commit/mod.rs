@@ -81,7 +81,8 @@ pub use files::{LiveFile, live_files};
 pub(crate) use files::{read_manifest_list, read_manifests};
 pub(crate) use producer::manifest_size_model;
 pub use producer::{
-    CommitOutcome, ManifestClusters, SnapshotProducer, StagedSnapshot, certainly_not_committed,
+    Change, CommitOutcome, ManifestClusters, Replace, SnapshotKind, SnapshotProducer,
+    StagedSnapshot, certainly_not_committed,
 };
 // Manifest rewrites (`maintain::RewriteManifests`) are Cryo's own operation, not API.
 pub(crate) use producer::{

@@ -8,7 +8,7 @@ use super::MANIFESTS_KEPT;
 use super::MANIFESTS_REPLACED;
 use super::ManifestRewrite;
 use super::NewManifest;
-use super::SnapshotProducer;
+use super::Parts;
 use super::StagedSnapshot;
 use super::iceberg_error;
 use super::lineage::with_first_row_id;
@@ -33,7 +33,7 @@ use iceberg::spec::PartitionSpecRef;
 use std::collections::HashSet;
 use std::sync::Arc;
 
-impl SnapshotProducer {
+impl Parts {
     /// Write the manifests of a manifest rewrite, their entries as `EXISTING`.
     pub(super) async fn write_new_manifests(
         &self,

@@ -2,6 +2,7 @@
 //! manifest list, a full summary, and the requirements + updates that commit them.
 
 use std::collections::{BTreeSet, HashMap, HashSet};
+use std::fmt;
 use std::sync::Arc;
 
 use iceberg::spec::{
@@ -31,12 +32,12 @@ pub use staged::certainly_not_committed;
 /// Builds one snapshot on a base table: data files and delete files to add, data files (and, in
 /// a `replace`, delete files) to remove.
 ///
-/// | built with | adds data | adds deletes / removes files | operation (as Java's) |
+/// | built with (kind) | adds data | adds deletes / removes files | operation (as Java's) |
 /// |---|---|---|---|
-/// | [`new`](Self::new) | yes | no | `append` |
-/// | [`new`](Self::new) | no | yes | `delete` (`RowDelta`, `DeleteFiles`) |
-/// | [`new`](Self::new) | yes | yes | `overwrite` |
-/// | [`replace`](Self::replace) | any | removes data and/or delete files | `replace` (`RewriteFiles`) |
+/// | [`new`](SnapshotProducer::new) ([`Change`]) | yes | no | `append` |
+/// | [`new`](SnapshotProducer::new) ([`Change`]) | no | yes | `delete` (`RowDelta`, `DeleteFiles`) |
+/// | [`new`](SnapshotProducer::new) ([`Change`]) | yes | yes | `overwrite` |
+/// | [`replace`](SnapshotProducer::replace) ([`Replace`]) | any | removes data and/or delete files | `replace` (`RewriteFiles`) |
 /// | (crate-internal) `rewrite_manifests`, for `maintain::RewriteManifests` | no | no: the same files in other manifests | `replace` (`RewriteManifests`) |
 ///
 /// New data files and new delete files go to separate new manifests (format v2+ keeps deletes in
@@ -67,14 +68,50 @@ pub use staged::certainly_not_committed;
 ///
 /// Files to add must be written for the table's current schema and default partition spec, as
 /// [`write_data_files`](super::write_data_files) and the delete writers do.
+///
+/// The kind is in the type ([`SnapshotKind`]): what only a `replace` may do is not there on
+/// other producers. Removing delete files outside a rewrite would bring deleted rows back:
+///
+/// ```compile_fail,E0599
+/// # fn f(table: &cryo_core::LoadedTable) {
+/// use cryo_core::commit::SnapshotProducer;
+/// let _ = SnapshotProducer::new(table).remove_delete_files(["deletes.parquet"]);
+/// # }
+/// ```
+///
+/// and an explicit data sequence number is only meaningful for the rewritten files of a replace:
+///
+/// ```compile_fail,E0599
+/// # fn f(table: &cryo_core::LoadedTable) {
+/// use cryo_core::commit::SnapshotProducer;
+/// let _ = SnapshotProducer::new(table).with_data_sequence_number(3);
+/// # }
+/// ```
+///
+/// ```
+/// # fn f(table: &cryo_core::LoadedTable) {
+/// use cryo_core::commit::SnapshotProducer;
+/// let _ = SnapshotProducer::replace(table)
+///     .delete_data_files(["small-1.parquet", "small-2.parquet"])
+///     .remove_delete_files(["deletes.parquet"])
+///     .with_data_sequence_number(3);
+/// # }
+/// ```
 #[derive(Debug, Clone)]
-pub struct SnapshotProducer {
+pub struct SnapshotProducer<K: SnapshotKind = Change> {
+    parts: Parts,
+    kind: K,
+}
+
+/// What every kind of snapshot is built from: the base, the files it adds and removes, its
+/// settings. The snapshot-finishing path (`stage`) works on these.
+#[derive(Debug, Clone)]
+pub struct Parts {
     base: LoadedTable,
     added_data: Vec<DataFile>,
     added_deletes: Vec<DataFile>,
     removed_data: BTreeSet<String>,
     removed_deletes: BTreeSet<String>,
-    kind: Kind,
     data_sequence_number: Option<i64>,
     /// Explicit data sequence numbers of added delete files, by path (a position-delete rewrite).
     delete_sequence_numbers: HashMap<String, i64>,
@@ -84,17 +121,106 @@ pub struct SnapshotProducer {
     clock: Arc<dyn Clock>,
 }
 
-/// The kinds of snapshot a producer makes; they share the snapshot-finishing path
-/// (`stage`: manifests, manifest list, summary, snapshot) and differ in what they stage.
-#[derive(Debug, Clone)]
-enum Kind {
-    /// `append`, `delete` or `overwrite` (Java's `MergeAppend`, `RowDelta`, `OverwriteFiles`,
-    /// `DeleteFiles`): the operation follows from what is added and removed.
-    Change,
-    /// `replace` (Java's `RewriteFiles`): files rewritten, the rows unchanged.
-    Replace,
-    /// `replace` (Java's `RewriteManifests`): the same live files in other manifests.
-    Manifests(ManifestRewrite),
+/// The kinds of snapshot a [`SnapshotProducer`] makes: [`Change`], [`Replace`], and the
+/// crate's manifest rewrite. Each states what it may stage and which operation it records; all
+/// share the snapshot-finishing path (manifests, manifest list, summary, snapshot, catalog
+/// changes). Sealed: the kinds are Cryo's.
+pub trait SnapshotKind: kind::Sealed + fmt::Debug + Clone + Send + Sync {}
+
+mod kind {
+    use iceberg::spec::Operation;
+
+    use super::{ManifestRewrite, Parts};
+    use crate::error::Result;
+
+    pub trait Sealed {
+        /// The operation the snapshot records, after the kind's own rules on what it adds
+        /// and removes.
+        fn check(&self, parts: &Parts) -> Result<Operation>;
+        /// A manifest rewrite stages its own manifests instead of files.
+        fn manifest_rewrite(&self) -> Option<&ManifestRewrite> {
+            None
+        }
+    }
+}
+
+/// `append`, `delete` or `overwrite` (Java's `MergeAppend`, `RowDelta`, `OverwriteFiles`,
+/// `DeleteFiles`): the operation follows from what is added and removed. Delete files are never
+/// removed here (that would bring deleted rows back unless the rows are rewritten: a
+/// [`Replace`] does it).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Change;
+
+/// `replace` (Java's `RewriteFiles`): files rewritten, the table's rows unchanged; it may remove
+/// delete files and give the files it adds explicit data sequence numbers.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Replace;
+
+impl SnapshotKind for Change {}
+impl SnapshotKind for Replace {}
+impl SnapshotKind for ManifestRewrite {}
+
+impl kind::Sealed for Change {
+    fn check(&self, parts: &Parts) -> Result<Operation> {
+        let adds_data = !parts.added_data.is_empty();
+        let deletes = !parts.added_deletes.is_empty() || !parts.removed_data.is_empty();
+        match (adds_data, deletes) {
+            (true, false) => Ok(Operation::Append),
+            (false, true) => Ok(Operation::Delete),
+            (true, true) => Ok(Operation::Overwrite),
+            (false, false) => Err(Error::validation(format!(
+                "{}: nothing to commit (no files added or removed)",
+                parts.base.id
+            ))),
+        }
+    }
+}
+
+impl kind::Sealed for Replace {
+    fn check(&self, parts: &Parts) -> Result<Operation> {
+        let table = &parts.base.id;
+        if parts.removed_deletes.is_empty() {
+            // Java's rule: a rewrite that adds delete files must be rewriting delete files;
+            // otherwise the new deletes would change the table's rows.
+            if !parts.added_deletes.is_empty() {
+                return Err(Error::validation(format!(
+                    "{table}: a replace may add delete files only when it removes delete files"
+                )));
+            }
+            if parts.removed_data.is_empty() {
+                return Err(Error::validation(format!(
+                    "{table}: a replace must remove at least one data or delete file"
+                )));
+            }
+        }
+        Ok(Operation::Replace)
+    }
+}
+
+impl kind::Sealed for ManifestRewrite {
+    fn check(&self, parts: &Parts) -> Result<Operation> {
+        if !(parts.added_data.is_empty()
+            && parts.added_deletes.is_empty()
+            && parts.removed_data.is_empty()
+            && parts.removed_deletes.is_empty())
+        {
+            return Err(Error::validation(format!(
+                "{}: a manifest rewrite adds and removes no files",
+                parts.base.id
+            )));
+        }
+        if self.replaced.is_empty() {
+            return Err(Error::validation(format!(
+                "{}: a manifest rewrite must replace at least one manifest",
+                parts.base.id
+            )));
+        }
+        Ok(Operation::Replace)
+    }
+
+    fn manifest_rewrite(&self) -> Option<&ManifestRewrite> {
+        Some(self)
+    }
 }
 
 /// How a run that removes files over several snapshots (compaction with partial progress) lays
@@ -148,9 +274,10 @@ impl ManifestClusters {
     }
 }
 
-/// What a manifest rewrite replaces and writes (see [`SnapshotProducer::rewrite_manifests`]).
+/// `replace` (Java's `RewriteManifests`): the same live files in other manifests; what it
+/// replaces and writes (see [`SnapshotProducer::rewrite_manifests`]).
 #[derive(Debug, Clone, Default)]
-struct ManifestRewrite {
+pub struct ManifestRewrite {
     replaced: BTreeSet<String>,
     new: Vec<NewManifest>,
 }
@@ -255,16 +382,24 @@ pub struct CommitOutcome {
     pub written_files: Vec<String>,
 }
 
-impl SnapshotProducer {
+impl SnapshotProducer<Change> {
     /// A producer on `base` (the table as loaded; its current snapshot is the parent).
     pub fn new(base: &LoadedTable) -> Self {
+        SnapshotProducer {
+            parts: Parts::new(base),
+            kind: Change,
+        }
+    }
+}
+
+impl Parts {
+    fn new(base: &LoadedTable) -> Self {
         Self {
             base: base.clone(),
             added_data: Vec::new(),
             added_deletes: Vec::new(),
             removed_data: BTreeSet::new(),
             removed_deletes: BTreeSet::new(),
-            kind: Kind::Change,
             data_sequence_number: None,
             delete_sequence_numbers: HashMap::new(),
             clusters: None,
@@ -272,7 +407,9 @@ impl SnapshotProducer {
             clock: clock::system(),
         }
     }
+}
 
+impl SnapshotProducer<Replace> {
     /// A producer for a `replace` snapshot on `base`: files are rewritten, the table's rows do not
     /// change (Java's `RewriteFiles`, what compaction commits).
     ///
@@ -282,84 +419,14 @@ impl SnapshotProducer {
     /// [`with_data_sequence_number`](Self::with_data_sequence_number), after checking the head
     /// with [`validate_rewrite`](super::validate_rewrite).
     pub fn replace(base: &LoadedTable) -> Self {
-        Self {
-            kind: Kind::Replace,
-            ..Self::new(base)
+        SnapshotProducer {
+            parts: Parts::new(base),
+            kind: Replace,
         }
     }
 
-    /// A producer for a manifest rewrite on `base` (Java's `RewriteManifests`): a `replace`
-    /// snapshot that adds and removes no file, only lists the same live files in other
-    /// manifests. Name what it replaces and writes with
-    /// [`replace_manifests`](Self::replace_manifests).
-    ///
-    /// Staging checks that every replaced manifest is listed by `base`'s current snapshot and
-    /// that the new manifests hold exactly as many entries as the replaced ones hold live
-    /// files (Java's `validateFilesCounts`); manifests not replaced are carried over as they
-    /// are, after the new ones. The summary carries the totals over and counts
-    /// `manifests-created`, `manifests-kept`, `manifests-replaced` and `entries-processed`.
-    pub(crate) fn rewrite_manifests(base: &LoadedTable) -> Self {
-        Self {
-            kind: Kind::Manifests(ManifestRewrite::default()),
-            ..Self::new(base)
-        }
-    }
-
-    /// In a [manifest rewrite](Self::rewrite_manifests): drop the manifests at `replaced` (paths
-    /// as the manifest list names them) and write `manifests` instead.
-    #[must_use]
-    pub(crate) fn replace_manifests(
-        mut self,
-        replaced: impl IntoIterator<Item = impl Into<String>>,
-        manifests: impl IntoIterator<Item = NewManifest>,
-    ) -> Self {
-        let replaced = replaced.into_iter().map(Into::into);
-        match &mut self.kind {
-            Kind::Manifests(rewrite) => {
-                rewrite.replaced.extend(replaced);
-                rewrite.new.extend(manifests);
-            }
-            // Naming manifests to replace makes any producer a manifest rewrite (staging then
-            // refuses one that also adds or removes files).
-            kind => {
-                *kind = Kind::Manifests(ManifestRewrite {
-                    replaced: replaced.collect(),
-                    new: manifests.into_iter().collect(),
-                });
-            }
-        }
-        self
-    }
-
-    /// Add data files.
-    #[must_use]
-    pub fn add_data_files(mut self, files: impl IntoIterator<Item = DataFile>) -> Self {
-        self.added_data.extend(files);
-        self
-    }
-
-    /// Add delete files (position or equality deletes).
-    #[must_use]
-    pub fn add_delete_files(mut self, files: impl IntoIterator<Item = DataFile>) -> Self {
-        self.added_deletes.extend(files);
-        self
-    }
-
-    /// Remove whole data files (by path) from the table, as a metadata-only `DELETE` does, or as
-    /// the input of a `replace`.
-    ///
-    /// Position and equality delete files that referenced them stay (they are no longer
-    /// applicable, "dangling", until a rewrite removes them), as in Java; deletion vectors of
-    /// removed files are removed with them.
-    #[must_use]
-    pub fn delete_data_files(mut self, paths: impl IntoIterator<Item = impl Into<String>>) -> Self {
-        self.removed_data.extend(paths.into_iter().map(Into::into));
-        self
-    }
-
-    /// Remove delete files (position deletes, equality deletes; by path) — only in a
-    /// [`replace`](Self::replace), since removing a delete file outside a rewrite would bring
-    /// deleted rows back.
+    /// Remove delete files (position deletes, equality deletes; by path) — only in a `replace`,
+    /// since removing a delete file outside a rewrite would bring deleted rows back.
     ///
     /// A deletion vector's Puffin file may hold the vectors of several data files: naming it
     /// removes only the vectors whose data file this snapshot removes (those go anyway).
@@ -368,7 +435,8 @@ impl SnapshotProducer {
         mut self,
         paths: impl IntoIterator<Item = impl Into<String>>,
     ) -> Self {
-        self.removed_deletes
+        self.parts
+            .removed_deletes
             .extend(paths.into_iter().map(Into::into));
         self
     }
@@ -382,14 +450,14 @@ impl SnapshotProducer {
     /// of any file the snapshot removes. Ignored on format v1 (no sequence numbers).
     #[must_use]
     pub fn with_data_sequence_number(mut self, sequence_number: i64) -> Self {
-        self.data_sequence_number = Some(sequence_number);
+        self.parts.data_sequence_number = Some(sequence_number);
         self
     }
 
-    /// In a [`replace`](Self::replace) that removes delete files: add delete files with an
-    /// explicit data sequence number, so that they apply to the same data files as the delete
-    /// files they replace and to no newer ones (Java's `RewriteFiles::addFile(file, seq)`, with
-    /// the highest data sequence number of the replaced delete files).
+    /// In a `replace` that removes delete files: add delete files with an explicit data sequence
+    /// number, so that they apply to the same data files as the delete files they replace and to
+    /// no newer ones (Java's `RewriteFiles::addFile(file, seq)`, with the highest data sequence
+    /// number of the replaced delete files).
     ///
     /// It must not exceed the table's last sequence number. Ignored on format v1.
     #[must_use]
@@ -399,10 +467,75 @@ impl SnapshotProducer {
         sequence_number: i64,
     ) -> Self {
         for f in files {
-            self.delete_sequence_numbers
+            self.parts
+                .delete_sequence_numbers
                 .insert(f.file_path().to_string(), sequence_number);
-            self.added_deletes.push(f);
+            self.parts.added_deletes.push(f);
         }
+        self
+    }
+}
+
+impl SnapshotProducer<ManifestRewrite> {
+    /// A producer for a manifest rewrite on `base` (Java's `RewriteManifests`): a `replace`
+    /// snapshot that adds and removes no file, only lists the same live files in other
+    /// manifests. Name what it replaces and writes with
+    /// [`replace_manifests`](Self::replace_manifests).
+    ///
+    /// Staging checks that every replaced manifest is listed by `base`'s current snapshot and
+    /// that the new manifests hold exactly as many entries as the replaced ones hold live
+    /// files (Java's `validateFilesCounts`); manifests not replaced are carried over as they
+    /// are, after the new ones. The summary carries the totals over and counts
+    /// `manifests-created`, `manifests-kept`, `manifests-replaced` and `entries-processed`.
+    pub(crate) fn rewrite_manifests(base: &LoadedTable) -> Self {
+        SnapshotProducer {
+            parts: Parts::new(base),
+            kind: ManifestRewrite::default(),
+        }
+    }
+
+    /// Drop the manifests at `replaced` (paths as the manifest list names them) and write
+    /// `manifests` instead.
+    #[must_use]
+    pub(crate) fn replace_manifests(
+        mut self,
+        replaced: impl IntoIterator<Item = impl Into<String>>,
+        manifests: impl IntoIterator<Item = NewManifest>,
+    ) -> Self {
+        self.kind
+            .replaced
+            .extend(replaced.into_iter().map(Into::into));
+        self.kind.new.extend(manifests);
+        self
+    }
+}
+
+impl<K: SnapshotKind> SnapshotProducer<K> {
+    /// Add data files.
+    #[must_use]
+    pub fn add_data_files(mut self, files: impl IntoIterator<Item = DataFile>) -> Self {
+        self.parts.added_data.extend(files);
+        self
+    }
+
+    /// Add delete files (position or equality deletes).
+    #[must_use]
+    pub fn add_delete_files(mut self, files: impl IntoIterator<Item = DataFile>) -> Self {
+        self.parts.added_deletes.extend(files);
+        self
+    }
+
+    /// Remove whole data files (by path) from the table, as a metadata-only `DELETE` does, or as
+    /// the input of a `replace`.
+    ///
+    /// Position and equality delete files that referenced them stay (they are no longer
+    /// applicable, "dangling", until a rewrite removes them), as in Java; deletion vectors of
+    /// removed files are removed with them.
+    #[must_use]
+    pub fn delete_data_files(mut self, paths: impl IntoIterator<Item = impl Into<String>>) -> Self {
+        self.parts
+            .removed_data
+            .extend(paths.into_iter().map(Into::into));
         self
     }
 
@@ -413,7 +546,7 @@ impl SnapshotProducer {
         key: impl Into<String>,
         value: impl Into<String>,
     ) -> Self {
-        self.properties.insert(key.into(), value.into());
+        self.parts.properties.insert(key.into(), value.into());
         self
     }
 
@@ -421,63 +554,25 @@ impl SnapshotProducer {
     /// that cannot list a removed file (see [`ManifestClusters`]).
     #[must_use]
     pub fn with_clusters(mut self, clusters: ManifestClusters) -> Self {
-        self.clusters = Some(clusters);
+        self.parts.clusters = Some(clusters);
         self
     }
 
     /// Take the snapshot timestamp from `clock`.
     #[must_use]
     pub fn with_clock(mut self, clock: Arc<dyn Clock>) -> Self {
-        self.clock = clock;
+        self.parts.clock = clock;
         self
     }
 
     /// The table this producer builds on.
     pub fn base(&self) -> &LoadedTable {
-        &self.base
+        &self.parts.base
     }
 
     /// The operation the snapshot will record.
     pub fn operation(&self) -> Result<Operation> {
-        if let Kind::Manifests(rewrite) = &self.kind {
-            if !(self.added_data.is_empty()
-                && self.added_deletes.is_empty()
-                && self.removed_data.is_empty()
-                && self.removed_deletes.is_empty())
-            {
-                return Err(Error::validation(format!(
-                    "{}: a manifest rewrite adds and removes no files",
-                    self.base.id
-                )));
-            }
-            if rewrite.replaced.is_empty() {
-                return Err(Error::validation(format!(
-                    "{}: a manifest rewrite must replace at least one manifest",
-                    self.base.id
-                )));
-            }
-            return Ok(Operation::Replace);
-        }
-        if matches!(self.kind, Kind::Replace) {
-            if self.removed_data.is_empty() && self.removed_deletes.is_empty() {
-                return Err(Error::validation(format!(
-                    "{}: a replace must remove at least one data or delete file",
-                    self.base.id
-                )));
-            }
-            return Ok(Operation::Replace);
-        }
-        let adds_data = !self.added_data.is_empty();
-        let deletes = !self.added_deletes.is_empty() || !self.removed_data.is_empty();
-        match (adds_data, deletes) {
-            (true, false) => Ok(Operation::Append),
-            (false, true) => Ok(Operation::Delete),
-            (true, true) => Ok(Operation::Overwrite),
-            (false, false) => Err(Error::validation(format!(
-                "{}: nothing to commit (no files added or removed)",
-                self.base.id
-            ))),
-        }
+        self.kind.check(&self.parts)
     }
 
     /// Stage and commit through `committer`.
@@ -490,20 +585,30 @@ impl SnapshotProducer {
 
     /// Write the manifests and manifest list and prepare the catalog changes.
     pub async fn stage(self) -> Result<StagedSnapshot> {
-        self.validate()?;
-        let operation = self.operation()?;
+        self.parts.validate()?;
+        let operation = self.kind.check(&self.parts)?;
         let mut written = Vec::new();
-        match self.stage_inner(operation, &mut written).await {
+        let staged = match self.kind.manifest_rewrite() {
+            Some(rewrite) => {
+                self.parts
+                    .stage_manifest_rewrite(rewrite, &mut written)
+                    .await
+            }
+            None => self.parts.stage_files(operation, &mut written).await,
+        };
+        match staged {
             Ok(staged) => Ok(staged),
             Err(e) => {
                 for f in &written {
-                    discard(&self.base.storage, f).await;
+                    discard(&self.parts.base.storage, f).await;
                 }
                 Err(e)
             }
         }
     }
+}
 
+impl Parts {
     fn validate(&self) -> Result<()> {
         let md = self.base.metadata.as_ref();
         let table = &self.base.id;
@@ -591,27 +696,8 @@ impl SnapshotProducer {
     fn validate_removals(&self) -> Result<()> {
         let md = self.base.metadata.as_ref();
         let table = &self.base.id;
-        if matches!(self.kind, Kind::Change) {
-            if !self.removed_deletes.is_empty() {
-                return Err(Error::validation(format!(
-                    "{table}: removing delete files brings deleted rows back unless the rows are rewritten; \
-                     remove them in a replace (SnapshotProducer::replace)"
-                )));
-            }
-            if self.data_sequence_number.is_some() {
-                return Err(Error::validation(format!(
-                    "{table}: an explicit data sequence number is only meaningful for the rewritten files of a replace"
-                )));
-            }
-        } else if !self.added_deletes.is_empty() && self.removed_deletes.is_empty() {
-            // Java's rule: a rewrite that adds delete files must be rewriting delete files;
-            // otherwise the new deletes would change the table's rows.
-            return Err(Error::validation(format!(
-                "{table}: a replace may add delete files only when it removes delete files"
-            )));
-        }
         if !self.delete_sequence_numbers.is_empty() {
-            if matches!(self.kind, Kind::Change) || self.removed_deletes.is_empty() {
+            if self.removed_deletes.is_empty() {
                 return Err(Error::validation(format!(
                     "{table}: explicit data sequence numbers of delete files are only meaningful in a replace that removes delete files"
                 )));

@@ -1,7 +1,7 @@
 //! Removing files: which base manifests a removal touches, their live entries sorted into kept
 //! and removed, and the merged manifests written for them (`replace`, `delete`, `overwrite`).
 
-use super::SnapshotProducer;
+use super::Parts;
 use super::iceberg_error;
 use super::lineage::with_first_row_id;
 use super::manifests::DEFAULT_MANIFEST_TARGET_BYTES;
@@ -25,7 +25,7 @@ use std::collections::BTreeMap;
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
-impl SnapshotProducer {
+impl Parts {
     /// Whether a live entry of a manifest with `content` is removed by this snapshot.
     pub(super) fn removes(&self, content: ManifestContentType, file: &DataFile) -> bool {
         match content {

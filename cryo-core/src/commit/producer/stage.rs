@@ -1,12 +1,12 @@
 //! The snapshot-finishing path every kind of snapshot shares: new manifests written, the
 //! manifest list (and on v3 the snapshot's row range), the summary, the snapshot itself.
 
+use super::Parts;
 use super::StagedSnapshot;
 use super::iceberg_error;
 use super::staged::ManifestNames;
 use super::staged::commit_changes;
 use super::staged::new_snapshot_id;
-use super::{Kind, SnapshotProducer};
 use crate::catalog::committer::metadata_dir;
 use crate::commit::files::read_manifest;
 use crate::commit::files::read_manifest_list;
@@ -25,7 +25,7 @@ use iceberg::spec::Snapshot;
 use iceberg::spec::TableMetadata;
 use std::sync::Arc;
 
-impl SnapshotProducer {
+impl Parts {
     /// The snapshot every kind of producer ends with (its manifest list written), and the
     /// catalog changes that commit it on the base.
     pub(super) fn finish_snapshot(
@@ -57,14 +57,12 @@ impl SnapshotProducer {
         Ok((snapshot, changes))
     }
 
-    pub(super) async fn stage_inner(
+    /// Stage a snapshot that adds and removes files (a change or a replace).
+    pub(super) async fn stage_files(
         &self,
         operation: Operation,
         written: &mut Vec<String>,
     ) -> Result<StagedSnapshot> {
-        if let Kind::Manifests(rewrite) = &self.kind {
-            return self.stage_manifest_rewrite(rewrite, written).await;
-        }
         let md = self.base.metadata.as_ref();
         let table = self.base.id.to_string();
         let parent = md.current_snapshot();
