@@ -331,12 +331,12 @@ mod engine {
         match e {
             DataFusionError::External(inner) => match inner.downcast::<Error>() {
                 Ok(ours) => *ours,
-                Err(other) => Error::Internal(format!("sort: {other}")),
+                Err(other) => Error::compute("sort", other),
             },
             DataFusionError::ResourcesExhausted(m) => Error::validation(format!(
                 "sort ran out of memory ({m}); raise memory_budget_bytes"
             )),
-            other => Error::Internal(format!("sort: {other}")),
+            other => Error::compute("sort", other),
         }
     }
 
