@@ -80,6 +80,17 @@ pub struct IoCounters {
     read_bytes: [AtomicU64; 7],
     writes: [AtomicU64; 7],
     lists: AtomicU64,
+    in_flight: AtomicU64,
+    max_in_flight: AtomicU64,
+}
+
+/// A read under way: counted in flight until dropped.
+pub(crate) struct InFlight<'a>(&'a IoCounters);
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        self.0.in_flight.fetch_sub(1, Ordering::Relaxed);
+    }
 }
 
 /// A point-in-time copy of [`IoCounters`].
@@ -91,6 +102,9 @@ pub struct IoSnapshot {
     pub writes: Vec<(PathKind, u64)>,
     /// Number of list calls.
     pub lists: u64,
+    /// The most reads that were under way at once.
+    #[serde(default)]
+    pub max_in_flight_reads: u64,
 }
 
 impl IoSnapshot {
@@ -123,10 +137,18 @@ impl IoCounters {
         self.lists.fetch_add(1, Ordering::Relaxed);
     }
 
+    /// Count a read in flight until the guard drops (the most at once is kept).
+    pub(crate) fn start_read(&self) -> InFlight<'_> {
+        let now = self.in_flight.fetch_add(1, Ordering::Relaxed) + 1;
+        self.max_in_flight.fetch_max(now, Ordering::Relaxed);
+        InFlight(self)
+    }
+
     /// Copy the current values.
     pub fn snapshot(&self) -> IoSnapshot {
         let mut snap = IoSnapshot {
             lists: self.lists.load(Ordering::Relaxed),
+            max_in_flight_reads: self.max_in_flight.load(Ordering::Relaxed),
             ..IoSnapshot::default()
         };
         for kind in PathKind::ALL {

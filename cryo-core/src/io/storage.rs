@@ -288,6 +288,7 @@ impl ObjectStorage {
     /// Read a whole object.
     pub async fn read_all(&self, location: &str) -> Result<Bytes> {
         let (store, loc) = self.resolve(location)?;
+        let _in_flight = self.counters.start_read();
         let bytes = store
             .get(&loc.key)
             .await
@@ -707,6 +708,7 @@ struct ObjectRead {
 impl FileRead for ObjectRead {
     async fn read(&self, range: Range<u64>) -> iceberg::Result<Bytes> {
         let len = range.end.saturating_sub(range.start);
+        let _in_flight = self.counters.start_read();
         let bytes = self
             .store
             .get_range(&self.key, range)

@@ -20,6 +20,7 @@ use super::partition;
 use crate::catalog::{Catalog, LoadedTable, TableId};
 use crate::clock::Clock;
 use crate::error::{Error, Result};
+use crate::format::manifest_list::{IdHasher, fnv1a};
 use crate::io::ObjectStorage;
 
 /// Field id of `file_path` in position delete files (Iceberg spec).
@@ -243,10 +244,19 @@ fn sort_order_info(md: &TableMetadata) -> SortOrderInfo {
 /// A manifest list's size in bytes and its entries.
 type ListedManifests = (u64, Vec<ManifestFile>);
 
+/// What the scan keeps of one snapshot's manifest list: its size and manifest count (the
+/// current snapshot's manifests are kept whole, apart).
 struct ListRead {
-    snapshot_id: i64,
     bytes: u64,
-    manifests: Vec<ManifestFile>,
+    manifests: usize,
+}
+
+/// Paths are kept as 64-bit hashes where only membership matters (a collision, one in ~10^7 at a
+/// million paths, at worst counts a dangling delete file as live).
+type PathHashes = HashSet<u64, std::hash::BuildHasherDefault<IdHasher>>;
+
+fn path_hash(path: &str) -> u64 {
+    fnv1a(path.as_bytes())
 }
 
 async fn read_manifest_list(
@@ -305,6 +315,36 @@ pub(crate) async fn read_manifest(
     })
 }
 
+/// The manifest lists at `lists` (`(snapshot id, location)`), `concurrency` at a time, as they
+/// arrive.
+fn list_reads<'a>(
+    storage: &'a ObjectStorage,
+    table: &'a str,
+    lists: Vec<(i64, String)>,
+    version: FormatVersion,
+    concurrency: usize,
+) -> futures::stream::BoxStream<'a, (i64, Result<ListedManifests>)> {
+    futures::stream::iter(lists)
+        .map(move |(id, loc)| async move {
+            (id, read_manifest_list(storage, table, &loc, version).await)
+        })
+        .buffer_unordered(concurrency)
+        .boxed()
+}
+
+/// The manifests `manifests`, `concurrency` at a time, in list order.
+fn manifest_reads<'a>(
+    storage: &'a ObjectStorage,
+    table: &'a str,
+    manifests: &'a [ManifestFile],
+    concurrency: usize,
+) -> futures::stream::BoxStream<'a, Result<ManifestRead>> {
+    futures::stream::iter(manifests)
+        .map(move |mf| read_manifest(storage, table, mf))
+        .buffered(concurrency)
+        .boxed()
+}
+
 /// Read every manifest of the current snapshot with bounded concurrency, in list order.
 pub(crate) async fn read_current_manifests(
     storage: &ObjectStorage,
@@ -330,8 +370,9 @@ struct PartitionAcc {
     deletes: DeleteStats,
     last_modified_ms: Option<i64>,
     min_data_seq: Option<i64>,
-    // (kind, seq, referenced data file) of delete files, resolved to dangling after the walk.
-    pending_deletes: Vec<(DeleteKind, Option<i64>, Option<String>)>,
+    // (kind, seq, referenced data file's path hash) of delete files, resolved to dangling after
+    // the walk.
+    pending_deletes: Vec<(DeleteKind, Option<i64>, Option<u64>)>,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -442,27 +483,29 @@ pub async fn scan_loaded(
         .filter(|(i, s)| *i < limit || Some(s.snapshot_id()) == current_id)
         .map(|(_, s)| (s.snapshot_id(), s.manifest_list().to_string()))
         .collect();
-    let list_results: Vec<(i64, Result<ListedManifests>)> = futures::stream::iter(to_read)
-        .map(|(id, loc)| {
-            let storage = &storage;
-            let name = &name;
-            async move { (id, read_manifest_list(storage, name, &loc, version).await) }
-        })
-        .buffer_unordered(options.concurrency)
-        .collect()
-        .await;
+    // Each list is folded in as it arrives: a history of thousands of snapshots, each listing
+    // thousands of manifests, is never held at once; only the current snapshot's list is kept.
+    let mut list_results = list_reads(&storage, &name, to_read, version, options.concurrency);
     let mut lists: HashMap<i64, ListRead> = HashMap::new();
-    for (id, res) in list_results {
+    let mut current_manifests: Vec<ManifestFile> = Vec::new();
+    let mut distinct: HashMap<u64, u64, std::hash::BuildHasherDefault<IdHasher>> =
+        HashMap::default();
+    while let Some((id, res)) = list_results.next().await {
         match res {
             Ok((bytes, list)) => {
+                for m in &list {
+                    distinct.insert(path_hash(&m.manifest_path), m.manifest_length.max(0) as u64);
+                }
                 lists.insert(
                     id,
                     ListRead {
-                        snapshot_id: id,
                         bytes,
-                        manifests: list,
+                        manifests: list.len(),
                     },
                 );
+                if Some(id) == current_id {
+                    current_manifests = list;
+                }
             }
             // The current snapshot's list is required; an old one that cannot be read is
             // reported (manifest_count = None) but does not fail the scan.
@@ -485,7 +528,7 @@ pub async fn scan_loaded(
                 sequence_number: s.sequence_number(),
                 timestamp_ms: s.timestamp_ms(),
                 operation: s.summary().operation.as_str().to_string(),
-                manifest_count: list.map(|l| l.manifests.len() as u32),
+                manifest_count: list.map(|l| l.manifests as u32),
                 manifest_list_bytes: list.map(|l| l.bytes),
                 added_data_files: num("added-data-files"),
                 added_records: num("added-records"),
@@ -531,29 +574,18 @@ pub async fn scan_loaded(
 
     // --- manifests across snapshots ------------------------------------------------------
     let mut manifests = ManifestStats::default();
-    let mut distinct: HashMap<&str, u64> = HashMap::new();
     for l in lists.values() {
         manifests.manifest_list_bytes = manifests.manifest_list_bytes.saturating_add(l.bytes);
-        for m in &l.manifests {
-            distinct.insert(m.manifest_path.as_str(), m.manifest_length.max(0) as u64);
-        }
     }
     manifests.distinct_across_snapshots = distinct.len() as u64;
     manifests.distinct_bytes_across_snapshots =
         distinct.values().fold(0, |a, b| a.saturating_add(*b));
     if !lists.is_empty() {
         manifests.mean_per_snapshot =
-            lists.values().map(|l| l.manifests.len()).sum::<usize>() as f64 / lists.len() as f64;
+            lists.values().map(|l| l.manifests).sum::<usize>() as f64 / lists.len() as f64;
     }
 
     // --- the current snapshot, file by file ---------------------------------------------
-    let current_manifests: Vec<ManifestFile> = current_id
-        .and_then(|id| lists.get(&id))
-        .map(|l| {
-            debug_assert_eq!(Some(l.snapshot_id), current_id);
-            l.manifests.clone()
-        })
-        .unwrap_or_default();
     let small_manifest = (write.manifest_target_size_bytes / 8).max(1);
     for m in &current_manifests {
         manifests.count += 1;
@@ -567,19 +599,23 @@ pub async fn scan_loaded(
             manifests.small_count += 1;
         }
     }
-    let reads =
-        read_current_manifests(&storage, &name, &current_manifests, options.concurrency).await?;
+    // Each manifest is folded into the per-partition figures as it arrives (in list order, at
+    // most `concurrency` in flight) and dropped: nothing holds every entry of the table.
+    let mut reads = manifest_reads(&storage, &name, &current_manifests, options.concurrency);
+    // Live data files by path hash, for delete files that name theirs (only with deletes).
+    let with_deletes = manifests.delete_manifests > 0;
 
     let mut parts: BTreeMap<String, PartitionAcc> = BTreeMap::new();
     let mut data_files = FileStats::default();
-    let mut live_data_paths: HashSet<String> = HashSet::new();
+    let mut live_data_paths = PathHashes::default();
     let mut stats_cols: HashMap<i32, u64> = HashMap::new();
     let mut coverage = ColumnStatsCoverage {
         leaf_columns: leaves.len() as u64,
         ..ColumnStatsCoverage::default()
     };
     let leaf_set: HashSet<i32> = leaves.iter().copied().collect();
-    for (_, read) in &reads {
+    while let Some(read) = reads.next().await {
+        let read = read?;
         manifests.deleted_entries += read.deleted_entries;
         manifests.live_entries += read.live.len() as u64;
         if read.live.is_empty() {
@@ -619,7 +655,9 @@ pub async fn scan_loaded(
                     if let Some(seq) = le.data_sequence_number {
                         acc.min_data_seq = Some(acc.min_data_seq.map_or(seq, |m| m.min(seq)));
                     }
-                    live_data_paths.insert(df.file_path().to_string());
+                    if with_deletes {
+                        live_data_paths.insert(path_hash(df.file_path()));
+                    }
                     coverage.files += 1;
                     let bounded: Vec<i32> = df
                         .lower_bounds()
@@ -647,7 +685,8 @@ pub async fn scan_loaded(
                     stats.records = stats.records.saturating_add(records);
                     let referenced = (kind != DeleteKind::Equality)
                         .then(|| referenced_file(e))
-                        .flatten();
+                        .flatten()
+                        .map(|r| path_hash(&r));
                     acc.pending_deletes
                         .push((kind, le.data_sequence_number, referenced));
                 }
@@ -670,9 +709,7 @@ pub async fn scan_loaded(
         for (kind, seq, referenced) in std::mem::take(&mut acc.pending_deletes) {
             let dangling = match kind {
                 DeleteKind::Position | DeleteKind::Vector => {
-                    referenced
-                        .as_ref()
-                        .is_some_and(|r| !live_data_paths.contains(r))
+                    referenced.is_some_and(|r| !live_data_paths.contains(&r))
                         || match (seq, acc.min_data_seq) {
                             // Applies to data files with data seq <= its own.
                             (Some(s), Some(min)) => s < min,

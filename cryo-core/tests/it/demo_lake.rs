@@ -276,3 +276,45 @@ async fn other_options_rebuild_and_the_data_does_not_depend_on_the_clock() {
     assert_eq!(figures(&d), figures_a, "same seed, same lake");
     check_tables(&d).await;
 }
+
+/// What lets a scan reach lake scale, through the storage counters (not timings): every manifest
+/// list and every current manifest is read once, never a data file, and no more reads are under
+/// way at once than the scan's concurrency.
+#[tokio::test]
+async fn a_scan_reads_each_manifest_once_with_bounded_reads_in_flight() {
+    use cryo_core::io::PathKind;
+
+    let dir = tempfile::tempdir().unwrap();
+    let lake = create_demo_lake(dir.path(), &DemoOptions::default())
+        .await
+        .unwrap();
+    for t in &lake.manifest.tables {
+        let id = TableId::parse(&t.identifier).unwrap();
+        for concurrency in [1, 3] {
+            let options = ScanOptions {
+                concurrency,
+                ..ScanOptions::default()
+            };
+            let scan = scan_table(&lake.catalog, &id, &options, &SystemClock)
+                .await
+                .unwrap();
+            let io = &scan.io;
+            assert_eq!(io.reads_of(PathKind::DataFile), 0, "{id}: {io:?}");
+            assert_eq!(
+                io.reads_of(PathKind::ManifestList) as usize,
+                scan.snapshots.count,
+                "{id}: one read per manifest list"
+            );
+            assert_eq!(
+                io.reads_of(PathKind::Manifest),
+                scan.manifests.count,
+                "{id}: one read per current manifest"
+            );
+            assert!(
+                (1..=concurrency as u64).contains(&io.max_in_flight_reads),
+                "{id}: {} reads at once with concurrency {concurrency}",
+                io.max_in_flight_reads
+            );
+        }
+    }
+}
