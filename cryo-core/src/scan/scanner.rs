@@ -316,20 +316,48 @@ pub(crate) async fn read_manifest(
 }
 
 /// The manifest lists at `lists` (`(snapshot id, location)`), `concurrency` at a time, as they
-/// arrive.
+/// arrive: the current snapshot's (`current`) whole, the others reduced to their manifests' path
+/// hashes and lengths (the fast reader: no `ManifestFile` per entry).
 fn list_reads<'a>(
     storage: &'a ObjectStorage,
     table: &'a str,
     lists: Vec<(i64, String)>,
+    current: Option<i64>,
     version: FormatVersion,
     concurrency: usize,
-) -> futures::stream::BoxStream<'a, (i64, Result<ListedManifests>)> {
+) -> futures::stream::BoxStream<'a, (i64, Result<Listed>)> {
     futures::stream::iter(lists)
-        .map(move |(id, loc)| async move {
-            (id, read_manifest_list(storage, table, &loc, version).await)
+        .map(move |(id, loc)| {
+            // A task of its own: lists decode on every worker thread, not on the scan's.
+            let (storage, table) = (storage.clone(), table.to_string());
+            async move {
+                let read = tokio::spawn(async move {
+                    if Some(id) == current {
+                        read_manifest_list(&storage, &table, &loc, version)
+                            .await
+                            .map(|(bytes, list)| Listed::Whole(bytes, list))
+                    } else {
+                        crate::format::manifest_list::read_paths(&storage, &table, &loc, version)
+                            .await
+                            .map(Listed::Paths)
+                    }
+                })
+                .await
+                .map_err(|e| Error::Internal(format!("a manifest list read task failed: {e}")))
+                .and_then(|r| r);
+                (id, read)
+            }
         })
         .buffer_unordered(concurrency)
         .boxed()
+}
+
+/// A manifest list as the scan reads it.
+enum Listed {
+    /// The current snapshot's: its size and manifests.
+    Whole(u64, Vec<ManifestFile>),
+    /// Another snapshot's: its size, its manifests' path hashes and lengths.
+    Paths(crate::format::manifest_list::ListedPaths),
 }
 
 /// The manifests `manifests`, `concurrency` at a time, in list order.
@@ -340,7 +368,15 @@ fn manifest_reads<'a>(
     concurrency: usize,
 ) -> futures::stream::BoxStream<'a, Result<ManifestRead>> {
     futures::stream::iter(manifests)
-        .map(move |mf| read_manifest(storage, table, mf))
+        .map(move |mf| {
+            // A task of its own: manifests decode on every worker thread, not on the scan's.
+            let (storage, table, mf) = (storage.clone(), table.to_string(), mf.clone());
+            async move {
+                tokio::spawn(async move { read_manifest(&storage, &table, &mf).await })
+                    .await
+                    .map_err(|e| Error::Internal(format!("a manifest read task failed: {e}")))?
+            }
+        })
         .buffered(concurrency)
         .boxed()
 }
@@ -485,14 +521,21 @@ pub async fn scan_loaded(
         .collect();
     // Each list is folded in as it arrives: a history of thousands of snapshots, each listing
     // thousands of manifests, is never held at once; only the current snapshot's list is kept.
-    let mut list_results = list_reads(&storage, &name, to_read, version, options.concurrency);
+    let mut list_results = list_reads(
+        &storage,
+        &name,
+        to_read,
+        current_id,
+        version,
+        options.concurrency,
+    );
     let mut lists: HashMap<i64, ListRead> = HashMap::new();
     let mut current_manifests: Vec<ManifestFile> = Vec::new();
     let mut distinct: HashMap<u64, u64, std::hash::BuildHasherDefault<IdHasher>> =
         HashMap::default();
     while let Some((id, res)) = list_results.next().await {
         match res {
-            Ok((bytes, list)) => {
+            Ok(Listed::Whole(bytes, list)) => {
                 for m in &list {
                     distinct.insert(path_hash(&m.manifest_path), m.manifest_length.max(0) as u64);
                 }
@@ -503,9 +546,19 @@ pub async fn scan_loaded(
                         manifests: list.len(),
                     },
                 );
-                if Some(id) == current_id {
-                    current_manifests = list;
+                current_manifests = list;
+            }
+            Ok(Listed::Paths(paths)) => {
+                for m in &paths.manifests {
+                    distinct.insert(m.hash, m.length);
                 }
+                lists.insert(
+                    id,
+                    ListRead {
+                        bytes: paths.bytes,
+                        manifests: paths.manifests.len(),
+                    },
+                );
             }
             // The current snapshot's list is required; an old one that cannot be read is
             // reported (manifest_count = None) but does not fail the scan.
