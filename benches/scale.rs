@@ -1,0 +1,101 @@
+//! One Cryo operation on a table of the scale benchmark (`benches/scale/run.py` runs it once per
+//! operation, in its own process, to measure that operation's wall time, CPU and peak memory).
+//!
+//! `cargo bench -p cryo-core --bench scale -- --dir DIR --table NS.NAME --op OP`
+//!
+//! - `scan`: load + scan + grade (what `cryo scan` and a fleet scan do per table);
+//! - `files`: load + the live-file listing (`scan::list_files`);
+//! - `plan`: load + scan + grade + plan;
+//! - `expire-dry`: snapshot expiry down to the last snapshot, as a dry run.
+//!
+//! The catalog is the generator's: `DIR/catalog.db` (sqlite, catalog `fixtures`) and
+//! `DIR/warehouse`. Prints one JSON line.
+
+use std::collections::BTreeMap;
+use std::time::Instant;
+
+use cryo_core::clock::{Clock, SystemClock};
+use cryo_core::grade::{GradeOptions, grade};
+use cryo_core::maintain::{ExpireOptions, ExpireSnapshots};
+use cryo_core::plan::{PlanOptions, TableControl, plan_table};
+use cryo_core::scan::{ScanOptions, list_files, scan_loaded};
+use cryo_core::{Catalog, CatalogConfig, TableId};
+
+#[allow(clippy::print_stdout, clippy::print_stderr)] // a benchmark reports on stdout
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let arg = |name: &str| {
+        args.iter()
+            .position(|a| a == name)
+            .and_then(|i| args.get(i + 1))
+            .cloned()
+    };
+    let (Some(dir), Some(table), Some(op)) = (arg("--dir"), arg("--table"), arg("--op")) else {
+        eprintln!("usage: scale --dir DIR --table NS.NAME --op scan|files|plan|expire-dry");
+        std::process::exit(2);
+    };
+    let rt = tokio::runtime::Runtime::new().expect("runtime");
+    let out = rt.block_on(async {
+        let config = CatalogConfig::new(
+            "fixtures",
+            [
+                ("uri", format!("sqlite:///{dir}/catalog.db")),
+                ("warehouse", format!("file://{dir}/warehouse")),
+            ],
+        );
+        let catalog = Catalog::connect(config).await.expect("catalog");
+        let id = TableId::parse(&table).expect("table id");
+        let started = Instant::now();
+        let loaded = catalog.load_table(&id).await.expect("load");
+        let now = SystemClock.now_ms();
+        let mut out = BTreeMap::new();
+        match op.as_str() {
+            "scan" | "plan" => {
+                let scan = scan_loaded(&loaded, catalog.name(), &ScanOptions::default(), now)
+                    .await
+                    .expect("scan");
+                let report = grade(&scan, &GradeOptions::default(), now).expect("grade");
+                out.insert("data_files", serde_json::json!(scan.data_files.count));
+                out.insert("snapshots", serde_json::json!(scan.snapshots.count));
+                out.insert("grade", serde_json::json!(report.grade));
+                if op == "plan" {
+                    let plan = plan_table(
+                        &scan,
+                        &report,
+                        &PlanOptions::default(),
+                        &TableControl::default(),
+                        now,
+                    )
+                    .expect("plan");
+                    out.insert("steps", serde_json::json!(plan.steps.len()));
+                }
+            }
+            "files" => {
+                let files = list_files(&loaded, &ScanOptions::default())
+                    .await
+                    .expect("files");
+                out.insert("files", serde_json::json!(files.len()));
+            }
+            "expire-dry" => {
+                let o = ExpireSnapshots::new(&catalog, id.clone())
+                    .with_options(ExpireOptions {
+                        older_than_ms: Some(now + 1),
+                        retain_last: Some(1),
+                        ..ExpireOptions::default()
+                    })
+                    .execute()
+                    .await
+                    .expect("expire");
+                out.insert("expired", serde_json::json!(o.expired_snapshots()));
+            }
+            other => panic!("unknown --op {other}"),
+        }
+        out.insert("op", serde_json::json!(op));
+        out.insert(
+            "seconds",
+            serde_json::json!(started.elapsed().as_secs_f64()),
+        );
+        out
+    });
+    println!("{}", serde_json::to_string(&out).expect("json"));
+}
