@@ -181,8 +181,9 @@ pub struct FleetRun<'a> {
 /// A table's progress through the loop.
 struct Work<'p> {
     plan: &'p TablePlan,
-    /// Receipts for the steps the planner left out, recorded when the table is taken up.
-    planner_skips: Vec<Receipt>,
+    /// Whether the receipts for the steps the planner left out are written (they are made when
+    /// the table is taken up, at that instant).
+    skips_recorded: bool,
     destination: String,
     steps: Vec<&'p PlannedStep>,
     next: usize,
@@ -364,11 +365,11 @@ impl<'a> FleetRun<'a> {
             let now = self.clock.now_ms();
             let mut probes: BTreeMap<String, Probe> = BTreeMap::new();
             for i in 0..works.len() {
-                if !works[i].planner_skips.is_empty()
+                if !works[i].skips_recorded
                     && (self.options.pacing == Pacing::Governed
                         || works[..i].iter().all(|w| w.done))
                 {
-                    let skips = std::mem::take(&mut works[i].planner_skips);
+                    let skips = self.take_up(&mut works[i]);
                     self.record(&mut receipts, skips)?;
                 }
                 if !self.ready(&works, i, now, running.is_empty()) {
@@ -449,6 +450,11 @@ impl<'a> FleetRun<'a> {
     /// Cooldowns hold across runs and processes that share the receipt log: fold what it says
     /// ran when into the tables' controls.
     fn fold_in_the_log(&mut self) -> Result<()> {
+        // The log gives when operations last ran: it matters only to cooldowns (a one-pass
+        // run of a plan has none, and need not read a log that only grows).
+        if self.options.cooldowns_ms.is_empty() {
+            return Ok(());
+        }
         if let Some(log) = &self.log {
             for (id, control) in controls_from_receipts(&log.read()?) {
                 self.controls.entry(id).or_default().merge(&control);
@@ -458,7 +464,7 @@ impl<'a> FleetRun<'a> {
     }
 
     /// Every planned table as work: its destination, its steps in order, its statements rendered
-    /// for an SQL destination, the receipts of the planner's skips.
+    /// for an SQL destination.
     fn prepare(&self) -> Result<Vec<Work<'_>>> {
         let mut works = Vec::with_capacity(self.plan.tables.len());
         for table in &self.plan.tables {
@@ -484,14 +490,9 @@ impl<'a> FleetRun<'a> {
             };
             let mut steps: Vec<&PlannedStep> = table.steps.iter().collect();
             steps.sort_by_key(|s| s.operation);
-            let planner_skips = self
-                .planner_skips(table)
-                .into_iter()
-                .map(|r| on(r, dest))
-                .collect();
             works.push(Work {
                 plan: table,
-                planner_skips,
+                skips_recorded: false,
                 destination,
                 done: steps.is_empty(),
                 steps,
@@ -1001,6 +1002,16 @@ impl<'a> FleetRun<'a> {
             self.options.run.actor.clone(),
         )
         .with_plan(self.plan.fingerprint.clone())
+    }
+
+    /// A table taken up: the receipts for the steps the planner left out, made now.
+    fn take_up(&self, w: &mut Work<'_>) -> Vec<Receipt> {
+        w.skips_recorded = true;
+        let dest = &self.destinations[&w.destination];
+        self.planner_skips(w.plan)
+            .into_iter()
+            .map(|r| on(r, dest))
+            .collect()
     }
 
     /// Receipts for the steps the planner left out: deferred (a cooldown or outside the window:
