@@ -16,8 +16,8 @@ use std::path::PathBuf;
 use std::str::FromStr;
 use std::time::Duration;
 
-use sqlx::Row;
-use sqlx::sqlite::{SqliteConnectOptions, SqlitePool, SqlitePoolOptions};
+use sqlx::sqlite::{SqliteConnectOptions, SqliteConnection, SqlitePool, SqlitePoolOptions};
+use sqlx::{Connection, Row};
 
 use super::{CatalogConfig, Namespace, TableId, props};
 use crate::error::{Error, Result};
@@ -149,6 +149,29 @@ impl SqlCatalog {
         Ok(catalog)
     }
 
+    /// Run `work` on one pooled connection, returning only once that connection's worker thread
+    /// is out of `SQLite`.
+    ///
+    /// sqlx hands back a statement's last result before its worker thread resets the statement.
+    /// A process that forks in that window (Python's `os.fork()` right after a call returns)
+    /// copies the locks `SQLite` holds there, and the child hangs on its first `SQLite` call. A
+    /// ping is served by the same worker after that tail, so its answer means the worker is idle.
+    async fn with_conn<T>(
+        &self,
+        what: &str,
+        work: impl AsyncFnOnce(&mut SqliteConnection) -> std::result::Result<T, sqlx::Error>,
+    ) -> Result<T> {
+        let mut conn = self
+            .pool
+            .acquire()
+            .await
+            .map_err(|e| db_err(&self.name, what, e))?;
+        let out = work(&mut conn).await;
+        // An error here leaves the connection broken; the pool drops it on release.
+        let _ = conn.ping().await;
+        out.map_err(|e| db_err(&self.name, what, e))
+    }
+
     /// Close every pooled connection, waiting until each is closed (and for connections in use
     /// to come back first). Later calls through this catalog fail.
     pub async fn close(&self) {
@@ -182,20 +205,23 @@ impl SqlCatalog {
                 property_value VARCHAR(1000),
                 PRIMARY KEY (catalog_name, namespace, property_key))",
         ] {
-            sqlx::query(ddl)
-                .execute(&self.pool)
-                .await
-                .map_err(|e| db_err(&self.name, "create catalog tables", e))?;
+            self.with_conn("create catalog tables", async |conn| {
+                sqlx::query(ddl).execute(conn).await
+            })
+            .await?;
         }
         Ok(())
     }
 
     /// Which schema the database has.
     pub async fn schema_version(&self) -> Result<SqlSchemaVersion> {
-        let rows = sqlx::query("SELECT name FROM pragma_table_info('iceberg_tables')")
-            .fetch_all(&self.pool)
-            .await
-            .map_err(|e| db_err(&self.name, "inspect schema", e))?;
+        let rows = self
+            .with_conn("inspect schema", async |conn| {
+                sqlx::query("SELECT name FROM pragma_table_info('iceberg_tables')")
+                    .fetch_all(conn)
+                    .await
+            })
+            .await?;
         if rows.is_empty() {
             return Ok(SqlSchemaVersion::Empty);
         }
@@ -214,10 +240,12 @@ impl SqlCatalog {
     pub async fn upgrade_schema(&self) -> Result<SqlSchemaVersion> {
         match self.schema_version().await? {
             SqlSchemaVersion::V0 => {
-                sqlx::query("ALTER TABLE iceberg_tables ADD COLUMN iceberg_type VARCHAR(5)")
-                    .execute(&self.pool)
-                    .await
-                    .map_err(|e| db_err(&self.name, "upgrade schema", e))?;
+                self.with_conn("upgrade schema", async |conn| {
+                    sqlx::query("ALTER TABLE iceberg_tables ADD COLUMN iceberg_type VARCHAR(5)")
+                        .execute(conn)
+                        .await
+                })
+                .await?;
                 Ok(SqlSchemaVersion::V1)
             }
             v => Ok(v),
@@ -237,23 +265,25 @@ impl SqlCatalog {
         if version == SqlSchemaVersion::Empty {
             return Ok(Vec::new());
         }
-        let has_props =
-            sqlx::query("SELECT 1 FROM pragma_table_info('iceberg_namespace_properties')")
-                .fetch_optional(&self.pool)
-                .await
-                .map_err(|e| db_err(&self.name, "inspect schema", e))?
-                .is_some();
+        let has_props = self
+            .with_conn("inspect schema", async |conn| {
+                sqlx::query("SELECT 1 FROM pragma_table_info('iceberg_namespace_properties')")
+                    .fetch_optional(conn)
+                    .await
+            })
+            .await?
+            .is_some();
         let sql = if has_props {
             "SELECT table_namespace FROM iceberg_tables WHERE catalog_name = ?1
              UNION SELECT namespace FROM iceberg_namespace_properties WHERE catalog_name = ?1"
         } else {
             "SELECT DISTINCT table_namespace FROM iceberg_tables WHERE catalog_name = ?1"
         };
-        let rows = sqlx::query(sql)
-            .bind(&self.name)
-            .fetch_all(&self.pool)
-            .await
-            .map_err(|e| db_err(&self.name, "list namespaces", e))?;
+        let rows = self
+            .with_conn("list namespaces", async |conn| {
+                sqlx::query(sql).bind(&self.name).fetch_all(conn).await
+            })
+            .await?;
         let mut out: Vec<Namespace> = rows
             .iter()
             .filter_map(|r| r.try_get::<String, _>(0).ok())
@@ -274,12 +304,15 @@ impl SqlCatalog {
             "SELECT table_name FROM iceberg_tables WHERE catalog_name = ? AND table_namespace = ?{} ORDER BY table_name",
             Self::table_filter(version)
         );
-        let rows = sqlx::query(&sql)
-            .bind(&self.name)
-            .bind(ns.dotted())
-            .fetch_all(&self.pool)
-            .await
-            .map_err(|e| db_err(&self.name, "list tables", e))?;
+        let rows = self
+            .with_conn("list tables", async |conn| {
+                sqlx::query(&sql)
+                    .bind(&self.name)
+                    .bind(ns.dotted())
+                    .fetch_all(conn)
+                    .await
+            })
+            .await?;
         Ok(rows
             .iter()
             .filter_map(|r| r.try_get::<String, _>(0).ok())
@@ -299,13 +332,16 @@ impl SqlCatalog {
             "SELECT metadata_location FROM iceberg_tables WHERE catalog_name = ? AND table_namespace = ? AND table_name = ?{}",
             Self::table_filter(version)
         );
-        let row = sqlx::query(&sql)
-            .bind(&self.name)
-            .bind(id.namespace.dotted())
-            .bind(&id.name)
-            .fetch_optional(&self.pool)
-            .await
-            .map_err(|e| db_err(&self.name, "load table", e))?;
+        let row = self
+            .with_conn("load table", async |conn| {
+                sqlx::query(&sql)
+                    .bind(&self.name)
+                    .bind(id.namespace.dotted())
+                    .bind(&id.name)
+                    .fetch_optional(conn)
+                    .await
+            })
+            .await?;
         match row.and_then(|r| r.try_get::<Option<String>, _>(0).ok()) {
             Some(Some(loc)) => Ok(loc),
             Some(None) => Err(Error::metadata(
@@ -327,27 +363,29 @@ impl SqlCatalog {
         } else {
             "INSERT INTO iceberg_tables (catalog_name, table_namespace, table_name, metadata_location, previous_metadata_location, iceberg_type) VALUES (?, ?, ?, ?, NULL, 'TABLE')"
         };
-        sqlx::query(sql)
-            .bind(&self.name)
-            .bind(id.namespace.dotted())
-            .bind(&id.name)
-            .bind(metadata_location)
-            .execute(&self.pool)
-            .await
-            .map_err(|e| db_err(&self.name, &format!("create table {id}"), e))?;
+        self.with_conn(&format!("create table {id}"), async |conn| {
+            sqlx::query(sql)
+                .bind(&self.name)
+                .bind(id.namespace.dotted())
+                .bind(&id.name)
+                .bind(metadata_location)
+                .execute(conn)
+                .await
+        })
+        .await?;
         Ok(())
     }
 
     /// Record a namespace (PyIceberg writes an `exists` property).
     pub(crate) async fn create_namespace(&self, ns: &Namespace) -> Result<()> {
-        sqlx::query(
+        self.with_conn(&format!("create namespace {ns}"), async |conn| {
+sqlx::query(
             "INSERT OR IGNORE INTO iceberg_namespace_properties (catalog_name, namespace, property_key, property_value) VALUES (?, ?, 'exists', 'true')",
         )
         .bind(&self.name)
-        .bind(ns.dotted())
-        .execute(&self.pool)
-        .await
-        .map_err(|e| db_err(&self.name, &format!("create namespace {ns}"), e))?;
+        .bind(ns.dotted()).execute(conn).await
+})
+.await?;
         Ok(())
     }
 
@@ -360,7 +398,8 @@ impl SqlCatalog {
         expected: &str,
         new: &str,
     ) -> Result<bool> {
-        let res = sqlx::query(
+        let res = self.with_conn(&format!("commit {id}"), async |conn| {
+sqlx::query(
             "UPDATE iceberg_tables SET metadata_location = ?, previous_metadata_location = ?
              WHERE catalog_name = ? AND table_namespace = ? AND table_name = ? AND metadata_location = ?",
         )
@@ -369,10 +408,9 @@ impl SqlCatalog {
         .bind(&self.name)
         .bind(id.namespace.dotted())
         .bind(&id.name)
-        .bind(expected)
-        .execute(&self.pool)
-        .await
-        .map_err(|e| db_err(&self.name, &format!("commit {id}"), e))?;
+        .bind(expected).execute(conn).await
+})
+.await?;
         Ok(res.rows_affected() == 1)
     }
 }
