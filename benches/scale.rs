@@ -4,7 +4,7 @@
 //! `cargo bench -p cryo-core --bench scale -- --dir DIR --table NS.NAME --op OP`
 //!
 //! - `scan`: load + scan + grade (what `cryo scan` and a fleet scan do per table);
-//! - `files`: load + the live-file listing (`scan::list_files`);
+//! - `files`: load + the live-file listing as Arrow batches (`scan::file_batches`);
 //! - `plan`: load + scan + grade + plan;
 //! - `expire-dry`: snapshot expiry down to the last snapshot, as a dry run.
 //!
@@ -18,8 +18,9 @@ use cryo_core::clock::{Clock, SystemClock};
 use cryo_core::grade::{GradeOptions, grade};
 use cryo_core::maintain::{ExpireOptions, ExpireSnapshots};
 use cryo_core::plan::{PlanOptions, TableControl, plan_table};
-use cryo_core::scan::{ScanOptions, list_files, scan_loaded};
+use cryo_core::scan::{ScanOptions, file_batches, scan_loaded};
 use cryo_core::{Catalog, CatalogConfig, TableId};
+use futures::StreamExt;
 
 #[allow(clippy::print_stdout, clippy::print_stderr)] // a benchmark reports on stdout
 fn main() {
@@ -51,7 +52,11 @@ fn main() {
         let mut out = BTreeMap::new();
         match op.as_str() {
             "scan" | "plan" => {
-                let scan = scan_loaded(&loaded, catalog.name(), &ScanOptions::default(), now)
+                let options = ScanOptions {
+                    max_snapshot_lists: arg("--lists").map(|n| n.parse().expect("--lists N")),
+                    ..ScanOptions::default()
+                };
+                let scan = scan_loaded(&loaded, catalog.name(), &options, now)
                     .await
                     .expect("scan");
                 let report = grade(&scan, &GradeOptions::default(), now).expect("grade");
@@ -71,10 +76,15 @@ fn main() {
                 }
             }
             "files" => {
-                let files = list_files(&loaded, &ScanOptions::default())
+                // The listing as bindings read it: Arrow batches, one per manifest, streamed.
+                let mut batches = file_batches(&loaded, &ScanOptions::default())
                     .await
                     .expect("files");
-                out.insert("files", serde_json::json!(files.len()));
+                let mut rows = 0;
+                while let Some(batch) = batches.next().await {
+                    rows += batch.expect("batch").num_rows();
+                }
+                out.insert("files", serde_json::json!(rows));
             }
             "expire-dry" => {
                 let o = ExpireSnapshots::new(&catalog, id.clone())

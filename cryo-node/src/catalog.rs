@@ -24,9 +24,9 @@ use cryo_core::plan::{PlanOptions, TableControl, plan_scans};
 use cryo_core::progress::ProgressSink;
 use cryo_core::receipt::JsonLinesLog;
 use cryo_core::render::{TrinoDialect, TrinoOptions};
-use cryo_core::scan::arrow::files_batch;
+use cryo_core::scan::arrow::files_schema;
 use cryo_core::scan::{
-    FleetScanOptions, ScanOptions, TableScan as CoreScan, list_files, scan_fleet_with_progress,
+    FleetScanOptions, ScanOptions, TableScan as CoreScan, file_batches, scan_fleet_with_progress,
     scan_table,
 };
 use cryo_core::{Catalog as CoreCatalog, CatalogConfig, TableId};
@@ -36,7 +36,7 @@ use napi::threadsafe_function::{ThreadsafeFunction, ThreadsafeFunctionCallMode};
 use napi_derive::napi;
 use serde_json::{Map, Value};
 
-use crate::arrow::ipc;
+use crate::arrow::ipc_batches;
 use crate::convert::{options, options_pair, serde_name, take_string};
 use crate::errors::{self, to_napi};
 use crate::models::{
@@ -192,13 +192,13 @@ impl Catalog {
         let id = self.table(&table)?;
         let opts: ScanOptions = self::options("scan options", options)?;
         let cat = Arc::clone(&self.inner);
-        let batch = run(Some(self.config()), move || async move {
+        // One batch per manifest, built as the manifests stream past.
+        let batches: Vec<_> = run(Some(self.config()), move || async move {
             let loaded = cat.load_table(&id).await?;
-            let files = list_files(&loaded, &opts).await?;
-            files_batch(&id, &files)
+            futures::TryStreamExt::try_collect(file_batches(&loaded, &opts).await?).await
         })
         .await?;
-        ipc(&batch)
+        ipc_batches(&files_schema(), &batches)
     }
 
     /// Scan every table of the catalog (`namespaces: [["ns"]]` to limit), calling `progress`

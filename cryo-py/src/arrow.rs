@@ -27,6 +27,19 @@ impl ArrowResult {
             batches: Arc::new(vec![batch]),
         }
     }
+
+    /// Rows in several batches of `schema`.
+    pub(crate) fn from_batches(
+        name: impl Into<String>,
+        schema: SchemaRef,
+        batches: Vec<RecordBatch>,
+    ) -> Self {
+        Self {
+            name: name.into(),
+            schema,
+            batches: Arc::new(batches),
+        }
+    }
 }
 
 #[pymethods]

@@ -22,9 +22,9 @@ use cryo_core::maintain::{
 };
 use cryo_core::plan::{PlanOptions, plan_scans};
 use cryo_core::receipt::JsonLinesLog;
-use cryo_core::scan::arrow::files_batch;
+use cryo_core::scan::arrow::files_schema;
 use cryo_core::scan::{
-    FleetScanOptions, ScanOptions, list_files, scan_fleet_with_progress, scan_table,
+    FleetScanOptions, ScanOptions, file_batches, scan_fleet_with_progress, scan_table,
 };
 use cryo_core::{Catalog as CoreCatalog, CatalogConfig, TableId};
 use pyo3::prelude::*;
@@ -197,12 +197,12 @@ impl Catalog {
         let id = Self::table(table)?;
         let opts: ScanOptions = self::options("scan options", options)?;
         let cat = self.core(py)?;
-        let batch = wait(py, move || async move {
+        // One batch per manifest, built as the manifests stream past.
+        let batches = wait(py, move || async move {
             let loaded = cat.load_table(&id).await?;
-            let files = list_files(&loaded, &opts).await?;
-            files_batch(&id, &files)
+            futures::TryStreamExt::try_collect(file_batches(&loaded, &opts).await?).await
         })?;
-        Ok(ArrowResult::new("files", batch))
+        Ok(ArrowResult::from_batches("files", files_schema(), batches))
     }
 
     /// Scan every table of the catalog, calling `progress` (if given) as each table is done.

@@ -150,8 +150,15 @@ pub(crate) struct Cursor<'a> {
 }
 
 impl<'a> Cursor<'a> {
-    fn new(buf: &'a [u8]) -> Self {
+    pub(crate) fn new(buf: &'a [u8]) -> Self {
         Self { buf, pos: 0 }
+    }
+
+    /// Skip one value of schema `s`, returning its encoding.
+    pub(crate) fn raw(&mut self, s: &Schema) -> R<&'a [u8]> {
+        let start = self.pos;
+        self.skip(s)?;
+        Ok(&self.buf[start..self.pos])
     }
 
     fn done(&self) -> bool {

@@ -5,8 +5,9 @@
 use iceberg::spec::{DataContentType, Manifest};
 
 use super::guarded;
-use super::manifest::{LiveRef, live_fast, parse_fast};
+use super::manifest::{Inheritance, LiveRef, live_fast, parse_fast};
 use super::manifest_list::{ListedPaths, fnv1a, parse_paths_fast, parse_paths_upstream};
+use super::summary;
 
 /// The fast Avro readers against upstream's, for the fuzz target `expire_readers` and the
 /// property tests (not API). Reads `bytes` as a manifest list and as a manifest. Panics when a
@@ -96,6 +97,49 @@ pub fn check_fast_readers(bytes: &[u8]) {
     if let (Some(fast), Ok(upstream)) = (parse_fast(bytes), &upstream) {
         assert_manifests_agree(&fast, upstream);
     }
+    // The scan's entry summaries: inheritance applied, bounds reduced to the columns having
+    // both, the referenced data file found either way.
+    let inherit = Inheritance::with(7, 3);
+    let mut fast = Vec::new();
+    if summary::fast(bytes, inherit, &mut |e| fast.push(owned_summary(e))).is_ok()
+        && let Ok(m) = &upstream
+    {
+        let mut theirs = Vec::new();
+        summary::upstream(m, inherit, &mut |e| theirs.push(owned_summary(e)));
+        assert_eq!(fast, theirs, "manifest: the scan's summaries vs upstream");
+    }
+}
+
+type OwnedSummary = (
+    String,
+    iceberg::spec::ManifestStatus,
+    Option<i64>,
+    Option<i64>,
+    i32,
+    DataContentType,
+    iceberg::spec::DataFileFormat,
+    iceberg::spec::Struct,
+    (u64, u64),
+    Vec<i32>,
+    Option<String>,
+    Option<i64>,
+);
+
+fn owned_summary(e: &summary::Summary<'_>) -> OwnedSummary {
+    (
+        e.path.to_string(),
+        e.status,
+        e.snapshot_id,
+        e.sequence_number,
+        e.spec_id,
+        e.content,
+        e.format,
+        e.partition.clone(),
+        (e.records, e.bytes),
+        e.bounded.to_vec(),
+        e.referenced.map(str::to_string),
+        e.content_size,
+    )
 }
 
 fn owned(e: LiveRef<'_>) -> (String, DataContentType, u64, u64) {
@@ -328,6 +372,11 @@ mod tests {
                     let mb = t.storage.read_all(upstream.path(m)).await.unwrap();
                     check_fast_readers(&mb);
                     check_fast_readers(&deflated(&mb));
+                    if version != FormatVersion::V1 {
+                        // v2 and v3 (deletes among them) are summarized by the fast path.
+                        let inherit = Inheritance::with(1, 1);
+                        summary::fast(&mb, inherit, &mut |_| ()).unwrap();
+                    }
                     let expect = live_view(&mb, false);
                     assert_eq!(live_view(&mb, true), expect);
                     assert_eq!(live_view(&deflated(&mb), true), expect);
@@ -404,11 +453,14 @@ mod tests {
                 *fast.entry((writer.clone(), "manifest")).or_default() += 1;
             }
             if parse_fast(&bytes).is_some() {
-                *fast.entry((writer, "decoded")).or_default() += 1;
+                *fast.entry((writer.clone(), "decoded")).or_default() += 1;
+            }
+            if summary::fast(&bytes, Inheritance::with(1, 1), &mut |_| ()).is_ok() {
+                *fast.entry((writer, "summarized")).or_default() += 1;
             }
         }
         for writer in ["demo", "pyiceberg", "spark"] {
-            for kind in ["list", "manifest", "decoded"] {
+            for kind in ["list", "manifest", "decoded", "summarized"] {
                 assert!(
                     fast.get(&(writer.to_string(), kind)).copied().unwrap_or(0) > 0,
                     "no {kind} of {writer} read by the fast path: {fast:?}"

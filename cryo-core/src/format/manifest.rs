@@ -98,6 +98,15 @@ pub(crate) struct Inheritance {
 }
 
 impl Inheritance {
+    /// What entries inherit from a manifest of this snapshot and sequence number (the checks).
+    #[cfg(any(test, feature = "fuzz"))]
+    pub(crate) fn with(snapshot_id: i64, sequence_number: i64) -> Self {
+        Self {
+            snapshot_id,
+            sequence_number,
+        }
+    }
+
     pub(crate) fn of(mf: &ManifestFile) -> Self {
         Self {
             snapshot_id: mf.added_snapshot_id,
@@ -107,12 +116,32 @@ impl Inheritance {
 
     /// `entry` with what it inherits set.
     pub(crate) fn entry(self, mut e: ManifestEntry) -> ManifestEntry {
-        e.snapshot_id = e.snapshot_id.or(Some(self.snapshot_id));
-        if e.status == ManifestStatus::Added || self.sequence_number == 0 {
-            e.sequence_number = e.sequence_number.or(Some(self.sequence_number));
-            e.file_sequence_number = e.file_sequence_number.or(Some(self.sequence_number));
-        }
+        (e.snapshot_id, e.sequence_number) = self.ids(e.status, e.snapshot_id, e.sequence_number);
+        e.file_sequence_number = self.sequence(e.status, e.file_sequence_number);
         e
+    }
+
+    /// The snapshot id and data sequence number of an entry with `status` that was written with
+    /// these (`None`: left to inherit).
+    pub(crate) fn ids(
+        self,
+        status: ManifestStatus,
+        snapshot_id: Option<i64>,
+        sequence_number: Option<i64>,
+    ) -> (Option<i64>, Option<i64>) {
+        (
+            snapshot_id.or(Some(self.snapshot_id)),
+            self.sequence(status, sequence_number),
+        )
+    }
+
+    /// A data or file sequence number of an entry with `status`, written as `written`.
+    fn sequence(self, status: ManifestStatus, written: Option<i64>) -> Option<i64> {
+        if status == ManifestStatus::Added || self.sequence_number == 0 {
+            written.or(Some(self.sequence_number))
+        } else {
+            written
+        }
     }
 
     /// Every entry of `manifest` with what it inherits set.
@@ -289,7 +318,7 @@ fn decode(bytes: &[u8]) -> R<Manifest> {
 /// them to it).
 ///
 /// [`ManifestOut`]: super::manifest_write::ManifestOut
-fn readable(partition_type: &StructType) -> bool {
+pub(super) fn readable(partition_type: &StructType) -> bool {
     super::manifest_write::encodable(partition_type)
         && partition_type.fields().iter().all(|f| {
             !matches!(
@@ -300,7 +329,7 @@ fn readable(partition_type: &StructType) -> bool {
 }
 
 /// The fields of a record schema (through a `["null", record]` union).
-fn record_fields(schema: &avro::Schema) -> R<&[Field]> {
+pub(super) fn record_fields(schema: &avro::Schema) -> R<&[Field]> {
     match schema {
         avro::Schema::Record(fields) => Ok(fields),
         avro::Schema::Union(branches) => match branches.as_slice() {
@@ -311,7 +340,7 @@ fn record_fields(schema: &avro::Schema) -> R<&[Field]> {
     }
 }
 
-fn long(leaf: Leaf<'_>) -> R<Option<i64>> {
+pub(super) fn long(leaf: Leaf<'_>) -> R<Option<i64>> {
     match leaf {
         Leaf::Null => Ok(None),
         Leaf::Long(v) => Ok(Some(v)),
@@ -320,7 +349,7 @@ fn long(leaf: Leaf<'_>) -> R<Option<i64>> {
 }
 
 /// An int field: written as an Avro `int` (upstream's reader does not narrow a `long`).
-fn int(cur: &mut Cursor<'_>, schema: &avro::Schema) -> R<Option<i32>> {
+pub(super) fn int(cur: &mut Cursor<'_>, schema: &avro::Schema) -> R<Option<i32>> {
     if matches!(non_null(schema), avro::Schema::Long) {
         return Err("a long where an int is read".into());
     }
@@ -330,7 +359,7 @@ fn int(cur: &mut Cursor<'_>, schema: &avro::Schema) -> R<Option<i32>> {
 }
 
 /// The value branch of a `["null", T]` union, or the schema itself.
-fn non_null(schema: &avro::Schema) -> &avro::Schema {
+pub(super) fn non_null(schema: &avro::Schema) -> &avro::Schema {
     match schema {
         avro::Schema::Union(branches) => match branches.as_slice() {
             [avro::Schema::Null, value] | [value, avro::Schema::Null] => value,
@@ -340,7 +369,7 @@ fn non_null(schema: &avro::Schema) -> &avro::Schema {
     }
 }
 
-fn string(leaf: Leaf<'_>) -> R<Option<&str>> {
+pub(super) fn string(leaf: Leaf<'_>) -> R<Option<&str>> {
     match leaf {
         Leaf::Null => Ok(None),
         Leaf::Bytes(b) => std::str::from_utf8(b)
@@ -350,7 +379,7 @@ fn string(leaf: Leaf<'_>) -> R<Option<&str>> {
     }
 }
 
-fn bytes(leaf: Leaf<'_>) -> R<Option<&[u8]>> {
+pub(super) fn bytes(leaf: Leaf<'_>) -> R<Option<&[u8]>> {
     match leaf {
         Leaf::Null => Ok(None),
         Leaf::Bytes(b) => Ok(Some(b)),
@@ -359,7 +388,7 @@ fn bytes(leaf: Leaf<'_>) -> R<Option<&[u8]>> {
 }
 
 /// The items of an optional array of `item` schema (`None` for a null).
-fn items<'a, T>(
+pub(super) fn items<'a, T>(
     cur: &mut Cursor<'a>,
     schema: &avro::Schema,
     mut item: impl FnMut(&mut Cursor<'a>, &avro::Schema) -> R<T>,
@@ -471,7 +500,7 @@ fn partition_value(leaf: Leaf<'_>, ty: &PrimitiveType) -> R<Option<Literal>> {
 
 /// The partition tuple: the writer's partition fields matched to the spec's by field id and
 /// name (a field the writer left out is null; one the spec does not have is skipped).
-fn partition(
+pub(super) fn partition(
     cur: &mut Cursor<'_>,
     schema: &avro::Schema,
     partition_type: &StructType,

@@ -10,6 +10,7 @@
 //!                └─ manifest_list::read_paths ──▶ paths, lengths, counts (fast path ▸ upstream)
 //!  manifest ─────── manifest::read ──▶ entries with what they inherit from their list entry
 //!                └─ manifest::for_each_live ──▶ (path, content, size) of live entries
+//!                └─ summary::for_each_summary ──▶ what a scan folds of every entry
 //!                                                                       (fast path ▸ upstream)
 //!  entries ──────── manifest_write::ManifestOut ──▶ manifest bytes (fast encoder ▸ upstream)
 //! ```
@@ -39,6 +40,7 @@ pub(crate) mod manifest;
 pub(crate) mod manifest_list;
 pub(crate) mod manifest_write;
 mod metadata;
+pub(crate) mod summary;
 
 #[cfg(feature = "fuzz")]
 #[doc(hidden)]

@@ -117,48 +117,108 @@ pub fn files_schema() -> SchemaRef {
 
 /// One row per live file.
 pub fn files_batch(table: &TableId, files: &[FileEntry]) -> Result<RecordBatch> {
-    let name = table.to_string();
-    let mut t = StringBuilder::new();
-    let mut path = StringBuilder::new();
-    let mut content = StringBuilder::new();
-    let mut format = StringBuilder::new();
-    let mut spec = Int32Builder::new();
-    let mut part = StringBuilder::new();
-    let mut records = UInt64Builder::new();
-    let mut size = UInt64Builder::new();
-    let mut seq = Int64Builder::new();
-    let mut snap = Int64Builder::new();
-    let mut manifest = StringBuilder::new();
-    let mut refd = StringBuilder::new();
+    let mut rows = FileRows::new(table.to_string());
     for f in files {
-        t.append_value(&name);
-        path.append_value(&f.path);
-        content.append_value(&f.content);
-        format.append_value(&f.format);
-        spec.append_value(f.spec_id);
-        part.append_value(&f.partition);
-        records.append_value(f.records);
-        size.append_value(f.size_bytes);
-        seq.append_option(f.sequence_number);
-        snap.append_option(f.snapshot_id);
-        manifest.append_value(&f.manifest);
-        refd.append_option(f.referenced_data_file.as_deref());
+        rows.push(&FileRow {
+            path: &f.path,
+            content: &f.content,
+            format: &f.format,
+            spec_id: f.spec_id,
+            partition: &f.partition,
+            records: f.records,
+            size_bytes: f.size_bytes,
+            sequence_number: f.sequence_number,
+            snapshot_id: f.snapshot_id,
+            manifest: &f.manifest,
+            referenced_data_file: f.referenced_data_file.as_deref(),
+        });
     }
-    batch(
-        files_schema(),
-        vec![
-            Arc::new(t.finish()),
-            Arc::new(path.finish()),
-            Arc::new(content.finish()),
-            Arc::new(format.finish()),
-            Arc::new(spec.finish()),
-            Arc::new(part.finish()),
-            Arc::new(records.finish()),
-            Arc::new(size.finish()),
-            Arc::new(seq.finish()),
-            Arc::new(snap.finish()),
-            Arc::new(manifest.finish()),
-            Arc::new(refd.finish()),
-        ],
-    )
+    rows.finish()
+}
+
+/// One row of [`files_schema`], borrowed.
+pub(crate) struct FileRow<'a> {
+    pub(crate) path: &'a str,
+    pub(crate) content: &'a str,
+    pub(crate) format: &'a str,
+    pub(crate) spec_id: i32,
+    pub(crate) partition: &'a str,
+    pub(crate) records: u64,
+    pub(crate) size_bytes: u64,
+    pub(crate) sequence_number: Option<i64>,
+    pub(crate) snapshot_id: Option<i64>,
+    pub(crate) manifest: &'a str,
+    pub(crate) referenced_data_file: Option<&'a str>,
+}
+
+/// Rows of [`files_schema`] being built.
+pub(crate) struct FileRows {
+    table: String,
+    t: StringBuilder,
+    path: StringBuilder,
+    content: StringBuilder,
+    format: StringBuilder,
+    spec: Int32Builder,
+    part: StringBuilder,
+    records: UInt64Builder,
+    size: UInt64Builder,
+    seq: Int64Builder,
+    snap: Int64Builder,
+    manifest: StringBuilder,
+    refd: StringBuilder,
+}
+
+impl FileRows {
+    pub(crate) fn new(table: String) -> Self {
+        Self {
+            table,
+            t: StringBuilder::new(),
+            path: StringBuilder::new(),
+            content: StringBuilder::new(),
+            format: StringBuilder::new(),
+            spec: Int32Builder::new(),
+            part: StringBuilder::new(),
+            records: UInt64Builder::new(),
+            size: UInt64Builder::new(),
+            seq: Int64Builder::new(),
+            snap: Int64Builder::new(),
+            manifest: StringBuilder::new(),
+            refd: StringBuilder::new(),
+        }
+    }
+
+    pub(crate) fn push(&mut self, f: &FileRow<'_>) {
+        self.t.append_value(&self.table);
+        self.path.append_value(f.path);
+        self.content.append_value(f.content);
+        self.format.append_value(f.format);
+        self.spec.append_value(f.spec_id);
+        self.part.append_value(f.partition);
+        self.records.append_value(f.records);
+        self.size.append_value(f.size_bytes);
+        self.seq.append_option(f.sequence_number);
+        self.snap.append_option(f.snapshot_id);
+        self.manifest.append_value(f.manifest);
+        self.refd.append_option(f.referenced_data_file);
+    }
+
+    pub(crate) fn finish(mut self) -> Result<RecordBatch> {
+        batch(
+            files_schema(),
+            vec![
+                Arc::new(self.t.finish()),
+                Arc::new(self.path.finish()),
+                Arc::new(self.content.finish()),
+                Arc::new(self.format.finish()),
+                Arc::new(self.spec.finish()),
+                Arc::new(self.part.finish()),
+                Arc::new(self.records.finish()),
+                Arc::new(self.size.finish()),
+                Arc::new(self.seq.finish()),
+                Arc::new(self.snap.finish()),
+                Arc::new(self.manifest.finish()),
+                Arc::new(self.refd.finish()),
+            ],
+        )
+    }
 }

@@ -58,4 +58,4 @@ pub use model::{
     SnapshotInfo, SnapshotStats, SortFieldInfo, SortOrderInfo, TableScan, WriteSettings,
 };
 pub use partition::days_from_epoch;
-pub use scanner::{ScanOptions, list_files, scan_loaded, scan_table};
+pub use scanner::{ScanOptions, file_batches, list_files, scan_loaded, scan_table};

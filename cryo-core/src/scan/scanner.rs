@@ -2,11 +2,10 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Instant;
 
-use futures::{StreamExt, TryStreamExt};
+use futures::StreamExt;
 use iceberg::spec::{
-    DataContentType, DataFileFormat, FormatVersion, ManifestContentType, ManifestEntry,
-    ManifestFile, ManifestStatus, NestedFieldRef, PrimitiveLiteral, PrimitiveType, Schema,
-    TableMetadata, Transform, Type,
+    DataContentType, DataFileFormat, FormatVersion, ManifestContentType, ManifestFile,
+    ManifestStatus, NestedFieldRef, PrimitiveType, Schema, TableMetadata, Transform, Type,
 };
 use serde::{Deserialize, Serialize};
 
@@ -22,9 +21,6 @@ use crate::clock::Clock;
 use crate::error::{Error, Result};
 use crate::format::manifest_list::{IdHasher, fnv1a};
 use crate::io::ObjectStorage;
-
-/// Field id of `file_path` in position delete files (Iceberg spec).
-const POS_DELETE_FILE_PATH_ID: i32 = 2_147_483_546;
 
 /// Options for a scan.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -268,53 +264,6 @@ async fn read_manifest_list(
     crate::format::manifest_list::read(storage, table, location, version).await
 }
 
-/// A live manifest entry with inherited sequence numbers resolved.
-pub(crate) struct LiveEntry {
-    pub(crate) entry: Arc<ManifestEntry>,
-    pub(crate) data_sequence_number: Option<i64>,
-    pub(crate) snapshot_id: Option<i64>,
-    pub(crate) spec_id: i32,
-    pub(crate) manifest: Arc<str>,
-}
-
-/// What one manifest contributed.
-pub(crate) struct ManifestRead {
-    pub(crate) live: Vec<LiveEntry>,
-    pub(crate) deleted_entries: u64,
-}
-
-pub(crate) async fn read_manifest(
-    storage: &ObjectStorage,
-    table: &str,
-    mf: &ManifestFile,
-) -> Result<ManifestRead> {
-    let manifest = crate::format::manifest::read(storage, table, mf).await?;
-    let spec_id = manifest.metadata().partition_spec().spec_id();
-    let path: Arc<str> = Arc::from(mf.manifest_path.as_str());
-    let (entries, _) = manifest.into_parts();
-    let mut live = Vec::with_capacity(entries.len());
-    let mut deleted = 0;
-    for entry in entries {
-        if entry.status == ManifestStatus::Deleted {
-            deleted += 1;
-            continue;
-        }
-        // Inherited from the list entry by the reader (`format::manifest::Inheritance`).
-        let (data_sequence_number, snapshot_id) = (entry.sequence_number, entry.snapshot_id);
-        live.push(LiveEntry {
-            entry,
-            data_sequence_number,
-            snapshot_id,
-            spec_id,
-            manifest: Arc::clone(&path),
-        });
-    }
-    Ok(ManifestRead {
-        live,
-        deleted_entries: deleted,
-    })
-}
-
 /// The manifest lists at `lists` (`(snapshot id, location)`), `concurrency` at a time, as they
 /// arrive: the current snapshot's (`current`) whole, the others reduced to their manifests' path
 /// hashes and lengths (the fast reader: no `ManifestFile` per entry).
@@ -360,42 +309,143 @@ enum Listed {
     Paths(crate::format::manifest_list::ListedPaths),
 }
 
-/// The manifests `manifests`, `concurrency` at a time, in list order.
-fn manifest_reads<'a>(
+/// What every manifest fold of one scan shares.
+struct FoldContext {
+    decoders: HashMap<i32, SpecDecoder>,
+    snapshot_ts: HashMap<i64, i64>,
+    small_file_threshold: u64,
+    /// Whether live data paths are kept (for delete files that name theirs).
+    with_deletes: bool,
+}
+
+/// One manifest of the current snapshot, folded.
+#[derive(Default)]
+struct ManifestFold {
+    deleted_entries: u64,
+    live_entries: u64,
+    /// Partitions, keyed as the scan keys them, in the order the manifest first names them.
+    parts: Vec<(String, PartitionAcc)>,
+    data_files: FileStats,
+    data_file_count: u64,
+    /// Path hashes of live data files (only with deletes).
+    live_data_paths: Vec<u64>,
+    /// Data files by the set of columns with both bounds (a manifest's files mostly share one).
+    bounded: Vec<(Vec<i32>, u64)>,
+}
+
+/// The manifests `manifests`, each read and folded on a task of its own, `concurrency` at a
+/// time, in list order.
+fn manifest_folds<'a>(
     storage: &'a ObjectStorage,
     table: &'a str,
     manifests: &'a [ManifestFile],
+    ctx: &'a Arc<FoldContext>,
     concurrency: usize,
-) -> futures::stream::BoxStream<'a, Result<ManifestRead>> {
+) -> futures::stream::BoxStream<'a, Result<ManifestFold>> {
     futures::stream::iter(manifests)
         .map(move |mf| {
-            // A task of its own: manifests decode on every worker thread, not on the scan's.
-            let (storage, table, mf) = (storage.clone(), table.to_string(), mf.clone());
+            let (storage, table, mf, ctx) = (
+                storage.clone(),
+                table.to_string(),
+                mf.clone(),
+                Arc::clone(ctx),
+            );
             async move {
-                tokio::spawn(async move { read_manifest(&storage, &table, &mf).await })
-                    .await
-                    .map_err(|e| Error::Internal(format!("a manifest read task failed: {e}")))?
+                tokio::spawn(async move {
+                    let bytes = crate::format::manifest::read_bytes(
+                        &storage,
+                        &table,
+                        mf.manifest_path.as_str(),
+                    )
+                    .await?;
+                    fold_manifest(&ctx, &table, &mf, &bytes)
+                })
+                .await
+                .map_err(|e| Error::Internal(format!("a manifest read task failed: {e}")))?
             }
         })
         .buffered(concurrency)
         .boxed()
 }
 
-/// Read every manifest of the current snapshot with bounded concurrency, in list order.
-pub(crate) async fn read_current_manifests(
-    storage: &ObjectStorage,
+fn fold_manifest(
+    ctx: &FoldContext,
     table: &str,
-    manifests: &[ManifestFile],
-    concurrency: usize,
-) -> Result<Vec<(ManifestFile, ManifestRead)>> {
-    futures::stream::iter(manifests.iter().cloned())
-        .map(|mf| async move {
-            let read = read_manifest(storage, table, &mf).await?;
-            Ok::<_, Error>((mf, read))
-        })
-        .buffered(concurrency)
-        .try_collect()
-        .await
+    mf: &ManifestFile,
+    bytes: &[u8],
+) -> Result<ManifestFold> {
+    let mut fold = ManifestFold::default();
+    // The fold's partition slot of each of the manifest's tuples, and of each key.
+    let mut slot_of: HashMap<usize, usize> = HashMap::new();
+    let mut slot_by_key: HashMap<String, usize> = HashMap::new();
+    crate::format::summary::for_each_summary(table, mf, bytes, |e| {
+        if e.status == ManifestStatus::Deleted {
+            fold.deleted_entries += 1;
+            return;
+        }
+        fold.live_entries += 1;
+        let slot = *slot_of.entry(e.partition_index).or_insert_with(|| {
+            let values = ctx.decoders.get(&e.spec_id).map_or_else(Vec::new, |d| {
+                partition::tuple(&d.info.fields, &d.transforms, &d.source_types, e.partition)
+            });
+            // Keyed by the decoded tuple's path, as the planner and the compactor select
+            // partitions: raw tuples that decode alike (one with fields its spec does not
+            // have, say) are one partition, never two sharing a path (found by fuzzing).
+            let key = format!("{}/{}", e.spec_id, partition::path_of(&values));
+            *slot_by_key.entry(key.clone()).or_insert_with(|| {
+                fold.parts.push((
+                    key,
+                    PartitionAcc {
+                        spec_id: e.spec_id,
+                        values,
+                        ..PartitionAcc::default()
+                    },
+                ));
+                fold.parts.len() - 1
+            })
+        });
+        let acc = &mut fold.parts[slot].1;
+        if let Some(ts) = e.snapshot_id.and_then(|id| ctx.snapshot_ts.get(&id)) {
+            acc.last_modified_ms = Some(acc.last_modified_ms.map_or(*ts, |m| m.max(*ts)));
+        }
+        match delete_kind(e.content, e.format == DataFileFormat::Puffin) {
+            None => {
+                acc.data.add(e.bytes, e.records, ctx.small_file_threshold);
+                fold.data_files
+                    .add(e.bytes, e.records, ctx.small_file_threshold);
+                if let Some(seq) = e.sequence_number {
+                    acc.min_data_seq = Some(acc.min_data_seq.map_or(seq, |m| m.min(seq)));
+                }
+                if ctx.with_deletes {
+                    fold.live_data_paths.push(path_hash(e.path));
+                }
+                fold.data_file_count += 1;
+                match fold.bounded.iter_mut().find(|(ids, _)| ids == e.bounded) {
+                    Some((_, n)) => *n += 1,
+                    None => fold.bounded.push((e.bounded.to_vec(), 1)),
+                }
+            }
+            Some(kind) => {
+                let stats = match kind {
+                    DeleteKind::Position => &mut acc.deletes.position,
+                    DeleteKind::Equality => &mut acc.deletes.equality,
+                    DeleteKind::Vector => &mut acc.deletes.deletion_vectors,
+                };
+                stats.files += 1;
+                // A DV's bytes are its blob inside a shared Puffin file.
+                let bytes = e.content_size.map_or(e.bytes, |s| s.max(0) as u64);
+                stats.bytes = stats.bytes.saturating_add(bytes);
+                stats.records = stats.records.saturating_add(e.records);
+                let referenced = (kind != DeleteKind::Equality)
+                    .then_some(e.referenced)
+                    .flatten()
+                    .map(path_hash);
+                acc.pending_deletes
+                    .push((kind, e.sequence_number, referenced));
+            }
+        }
+    })?;
+    Ok(fold)
 }
 
 #[derive(Default)]
@@ -411,6 +461,20 @@ struct PartitionAcc {
     pending_deletes: Vec<(DeleteKind, Option<i64>, Option<u64>)>,
 }
 
+impl PartitionAcc {
+    /// Fold in `other`, a later part of the same partition.
+    fn merge(&mut self, other: PartitionAcc) {
+        self.data.merge(&other.data);
+        self.deletes.merge(&other.deletes);
+        self.last_modified_ms = self.last_modified_ms.max(other.last_modified_ms);
+        self.min_data_seq = match (self.min_data_seq, other.min_data_seq) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        self.pending_deletes.extend(other.pending_deletes);
+    }
+}
+
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum DeleteKind {
     Position,
@@ -418,39 +482,40 @@ enum DeleteKind {
     Vector,
 }
 
-fn delete_kind(entry: &ManifestEntry) -> Option<DeleteKind> {
-    match entry.content_type() {
+fn delete_kind(content: DataContentType, puffin: bool) -> Option<DeleteKind> {
+    match content {
         DataContentType::Data => None,
         DataContentType::EqualityDeletes => Some(DeleteKind::Equality),
-        DataContentType::PositionDeletes => {
-            Some(if entry.file_format() == DataFileFormat::Puffin {
-                DeleteKind::Vector
-            } else {
-                DeleteKind::Position
-            })
-        }
+        DataContentType::PositionDeletes => Some(if puffin {
+            DeleteKind::Vector
+        } else {
+            DeleteKind::Position
+        }),
     }
 }
 
-fn referenced_file(entry: &ManifestEntry) -> Option<String> {
-    let df = entry.data_file();
-    if let Some(r) = df.referenced_data_file() {
-        return Some(r);
-    }
-    let lo = df.lower_bounds().get(&POS_DELETE_FILE_PATH_ID)?;
-    let hi = df.upper_bounds().get(&POS_DELETE_FILE_PATH_ID)?;
-    match (lo.literal(), hi.literal()) {
-        (PrimitiveLiteral::String(a), PrimitiveLiteral::String(b)) if a == b => Some(a.clone()),
-        _ => None,
-    }
-}
-
-fn content_name(entry: &ManifestEntry) -> &'static str {
-    match delete_kind(entry) {
+fn content_name(kind: Option<DeleteKind>) -> &'static str {
+    match kind {
         None => "data",
         Some(DeleteKind::Position) => "position_deletes",
         Some(DeleteKind::Equality) => "equality_deletes",
         Some(DeleteKind::Vector) => "deletion_vector",
+    }
+}
+
+fn owned_file(f: &super::arrow::FileRow<'_>) -> FileEntry {
+    FileEntry {
+        path: f.path.to_string(),
+        content: f.content.to_string(),
+        format: f.format.to_string(),
+        spec_id: f.spec_id,
+        partition: f.partition.to_string(),
+        records: f.records,
+        size_bytes: f.size_bytes,
+        sequence_number: f.sequence_number,
+        snapshot_id: f.snapshot_id,
+        manifest: f.manifest.to_string(),
+        referenced_data_file: f.referenced_data_file.map(str::to_string),
     }
 }
 
@@ -652,11 +717,24 @@ pub async fn scan_loaded(
             manifests.small_count += 1;
         }
     }
-    // Each manifest is folded into the per-partition figures as it arrives (in list order, at
-    // most `concurrency` in flight) and dropped: nothing holds every entry of the table.
-    let mut reads = manifest_reads(&storage, &name, &current_manifests, options.concurrency);
+    // Each manifest is folded on a task of its own into per-partition figures, at most
+    // `concurrency` at a time, and merged here in list order: nothing holds every entry of the
+    // table, and no entry is built beyond what the fold reads (`format::summary`).
     // Live data files by path hash, for delete files that name theirs (only with deletes).
     let with_deletes = manifests.delete_manifests > 0;
+    let ctx = Arc::new(FoldContext {
+        decoders,
+        snapshot_ts,
+        small_file_threshold: write.small_file_threshold_bytes,
+        with_deletes,
+    });
+    let mut folds = manifest_folds(
+        &storage,
+        &name,
+        &current_manifests,
+        &ctx,
+        options.concurrency,
+    );
 
     let mut parts: BTreeMap<String, PartitionAcc> = BTreeMap::new();
     let mut data_files = FileStats::default();
@@ -667,85 +745,39 @@ pub async fn scan_loaded(
         ..ColumnStatsCoverage::default()
     };
     let leaf_set: HashSet<i32> = leaves.iter().copied().collect();
-    while let Some(read) = reads.next().await {
-        let read = read?;
-        manifests.deleted_entries += read.deleted_entries;
-        manifests.live_entries += read.live.len() as u64;
-        if read.live.is_empty() {
+    while let Some(fold) = folds.next().await {
+        let fold = fold?;
+        manifests.deleted_entries += fold.deleted_entries;
+        manifests.live_entries += fold.live_entries;
+        if fold.live_entries == 0 {
             manifests.no_live_entries += 1;
         }
-        for le in &read.live {
-            let e = le.entry.as_ref();
-            let df = e.data_file();
-            let decoder = decoders.get(&le.spec_id);
-            let values = decoder.map_or_else(Vec::new, |d| {
-                partition::tuple(
-                    &d.info.fields,
-                    &d.transforms,
-                    &d.source_types,
-                    df.partition(),
-                )
-            });
-            // Keyed by the decoded tuple's path, as the planner and the compactor select
-            // partitions: raw tuples that decode alike (one with fields its spec does not
-            // have, say) are one partition, never two sharing a path (found by fuzzing).
-            let key = format!("{}/{}", le.spec_id, partition::path_of(&values));
-            let acc = parts.entry(key).or_insert_with(|| PartitionAcc {
-                spec_id: le.spec_id,
-                values,
-                ..PartitionAcc::default()
-            });
-            if let Some(ts) = le.snapshot_id.and_then(|id| snapshot_ts.get(&id)) {
-                acc.last_modified_ms = Some(acc.last_modified_ms.map_or(*ts, |m| m.max(*ts)));
+        data_files.merge(&fold.data_files);
+        live_data_paths.extend(fold.live_data_paths);
+        coverage.files += fold.data_file_count;
+        for (bounded, files) in fold.bounded {
+            let bounded: Vec<i32> = bounded
+                .into_iter()
+                .filter(|id| leaf_set.contains(id))
+                .collect();
+            if !bounded.is_empty() {
+                coverage.files_with_bounds += files;
+                for id in bounded {
+                    *stats_cols.entry(id).or_default() += files;
+                }
             }
-            let size = df.file_size_in_bytes();
-            let records = df.record_count();
-            match delete_kind(e) {
-                None => {
-                    acc.data
-                        .add(size, records, write.small_file_threshold_bytes);
-                    data_files.add(size, records, write.small_file_threshold_bytes);
-                    if let Some(seq) = le.data_sequence_number {
-                        acc.min_data_seq = Some(acc.min_data_seq.map_or(seq, |m| m.min(seq)));
-                    }
-                    if with_deletes {
-                        live_data_paths.insert(path_hash(df.file_path()));
-                    }
-                    coverage.files += 1;
-                    let bounded: Vec<i32> = df
-                        .lower_bounds()
-                        .keys()
-                        .filter(|id| df.upper_bounds().contains_key(id) && leaf_set.contains(id))
-                        .copied()
-                        .collect();
-                    if !bounded.is_empty() {
-                        coverage.files_with_bounds += 1;
-                        for id in bounded {
-                            *stats_cols.entry(id).or_default() += 1;
-                        }
-                    }
+        }
+        for (key, acc) in fold.parts {
+            match parts.entry(key) {
+                std::collections::btree_map::Entry::Vacant(v) => {
+                    v.insert(acc);
                 }
-                Some(kind) => {
-                    let stats = match kind {
-                        DeleteKind::Position => &mut acc.deletes.position,
-                        DeleteKind::Equality => &mut acc.deletes.equality,
-                        DeleteKind::Vector => &mut acc.deletes.deletion_vectors,
-                    };
-                    stats.files += 1;
-                    // A DV's bytes are its blob inside a shared Puffin file.
-                    let bytes = df.content_size_in_bytes().map_or(size, |s| s.max(0) as u64);
-                    stats.bytes = stats.bytes.saturating_add(bytes);
-                    stats.records = stats.records.saturating_add(records);
-                    let referenced = (kind != DeleteKind::Equality)
-                        .then(|| referenced_file(e))
-                        .flatten()
-                        .map(|r| path_hash(&r));
-                    acc.pending_deletes
-                        .push((kind, le.data_sequence_number, referenced));
-                }
+                std::collections::btree_map::Entry::Occupied(mut o) => o.get_mut().merge(acc),
             }
         }
     }
+    drop(folds);
+    let decoders = &ctx.decoders;
     coverage.columns_with_bounds = stats_cols
         .values()
         .filter(|n| **n == coverage.files_with_bounds && **n > 0)
@@ -853,15 +885,56 @@ pub async fn scan_loaded(
     })
 }
 
-/// Every live file of the current snapshot (data and deletes), from manifests only.
+/// Every live file of the current snapshot (data and deletes), from manifests only. The whole
+/// listing is held at once; [`file_batches`] streams it.
 pub async fn list_files(table: &LoadedTable, options: &ScanOptions) -> Result<Vec<FileEntry>> {
+    let mut out = Vec::new();
+    let mut manifests = file_manifests(table, options, |ctx, mf, bytes| {
+        let mut files = Vec::new();
+        for_each_file(ctx, mf, bytes, |f| files.push(owned_file(&f)))?;
+        Ok(files)
+    })
+    .await?;
+    while let Some(files) = manifests.next().await {
+        out.extend(files?);
+    }
+    Ok(out)
+}
+
+/// Every live file of the current snapshot (data and deletes) as Arrow record batches of
+/// [`super::arrow::files_schema`], one per manifest, in manifest-list order. At most
+/// `options.concurrency` manifests are read ahead, so a listing of any size takes bounded memory.
+pub async fn file_batches(
+    table: &LoadedTable,
+    options: &ScanOptions,
+) -> Result<futures::stream::BoxStream<'static, Result<arrow_array::RecordBatch>>> {
+    file_manifests(table, options, |ctx, mf, bytes| {
+        let mut rows = super::arrow::FileRows::new(ctx.table.clone());
+        for_each_file(ctx, mf, bytes, |f| rows.push(&f))?;
+        rows.finish()
+    })
+    .await
+}
+
+/// What the listing of one table's files shares across its manifests.
+struct ListingContext {
+    table: String,
+    decoders: HashMap<i32, SpecDecoder>,
+}
+
+/// `per_manifest` over every manifest of the current snapshot, each on a task of its own,
+/// `options.concurrency` at a time, in list order.
+async fn file_manifests<T: Send + 'static>(
+    table: &LoadedTable,
+    options: &ScanOptions,
+    per_manifest: fn(&ListingContext, &ManifestFile, &[u8]) -> Result<T>,
+) -> Result<futures::stream::BoxStream<'static, Result<T>>> {
     options.validate()?;
     let md = table.metadata.as_ref();
     let name = table.id.to_string();
     let Some(snapshot) = md.current_snapshot() else {
-        return Ok(Vec::new());
+        return Ok(futures::stream::empty().boxed());
     };
-    let (_, decoders) = spec_decoders(md);
     let (_, manifests) = read_manifest_list(
         &table.storage,
         &name,
@@ -869,35 +942,65 @@ pub async fn list_files(table: &LoadedTable, options: &ScanOptions) -> Result<Ve
         md.format_version(),
     )
     .await?;
-    let reads =
-        read_current_manifests(&table.storage, &name, &manifests, options.concurrency).await?;
-    let mut out = Vec::new();
-    for (_, read) in reads {
-        for le in read.live {
-            let e = le.entry.as_ref();
-            let df = e.data_file();
-            let partition = decoders.get(&le.spec_id).map_or_else(String::new, |d| {
+    let ctx = Arc::new(ListingContext {
+        table: name,
+        decoders: spec_decoders(md).1,
+    });
+    let storage = table.storage.clone();
+    Ok(futures::stream::iter(manifests)
+        .map(move |mf| {
+            let (storage, ctx) = (storage.clone(), Arc::clone(&ctx));
+            async move {
+                tokio::spawn(async move {
+                    let path = mf.manifest_path.as_str();
+                    let bytes =
+                        crate::format::manifest::read_bytes(&storage, &ctx.table, path).await?;
+                    per_manifest(&ctx, &mf, &bytes)
+                })
+                .await
+                .map_err(|e| Error::Internal(format!("a manifest read task failed: {e}")))?
+            }
+        })
+        .buffered(options.concurrency)
+        .boxed())
+}
+
+/// Every live file of the manifest `bytes` (which `mf` names) as a row of the listing.
+fn for_each_file(
+    ctx: &ListingContext,
+    mf: &ManifestFile,
+    bytes: &[u8],
+    mut visit: impl FnMut(super::arrow::FileRow<'_>),
+) -> Result<()> {
+    let mut partitions: HashMap<usize, String> = HashMap::new();
+    crate::format::summary::for_each_summary(&ctx.table, mf, bytes, |e| {
+        if e.status == ManifestStatus::Deleted {
+            return;
+        }
+        let partition = partitions.entry(e.partition_index).or_insert_with(|| {
+            ctx.decoders.get(&e.spec_id).map_or_else(String::new, |d| {
                 partition::path_of(&partition::tuple(
                     &d.info.fields,
                     &d.transforms,
                     &d.source_types,
-                    df.partition(),
+                    e.partition,
                 ))
-            });
-            out.push(FileEntry {
-                path: df.file_path().to_string(),
-                content: content_name(e).to_string(),
-                format: format_name(df.file_format()),
-                spec_id: le.spec_id,
-                partition,
-                records: df.record_count(),
-                size_bytes: df.file_size_in_bytes(),
-                sequence_number: le.data_sequence_number,
-                snapshot_id: le.snapshot_id,
-                manifest: le.manifest.to_string(),
-                referenced_data_file: referenced_file(e),
-            });
-        }
-    }
-    Ok(out)
+            })
+        });
+        let kind = delete_kind(e.content, e.format == DataFileFormat::Puffin);
+        let format = format_name(e.format);
+        visit(super::arrow::FileRow {
+            path: e.path,
+            content: content_name(kind),
+            format: &format,
+            spec_id: e.spec_id,
+            partition,
+            records: e.records,
+            size_bytes: e.bytes,
+            sequence_number: e.sequence_number,
+            snapshot_id: e.snapshot_id,
+            manifest: mf.manifest_path.as_str(),
+            referenced_data_file: e.referenced,
+        });
+    })
 }

@@ -318,3 +318,46 @@ async fn a_scan_reads_each_manifest_once_with_bounded_reads_in_flight() {
         }
     }
 }
+
+#[tokio::test]
+async fn a_file_listing_streams_one_batch_per_manifest() {
+    use cryo_core::scan::{arrow, file_batches, list_files};
+
+    let dir = tempfile::tempdir().unwrap();
+    let lake = create_demo_lake(dir.path(), &DemoOptions::default())
+        .await
+        .unwrap();
+    for t in &lake.manifest.tables {
+        let id = TableId::parse(&t.identifier).unwrap();
+        let table = lake.catalog.load_table(&id).await.unwrap();
+        let scan = scan_table(&lake.catalog, &id, &ScanOptions::default(), &SystemClock)
+            .await
+            .unwrap();
+        for concurrency in [1, 4] {
+            let options = ScanOptions {
+                concurrency,
+                ..ScanOptions::default()
+            };
+            let batches: Vec<_> = file_batches(&table, &options)
+                .await
+                .unwrap()
+                .try_collect()
+                .await
+                .unwrap();
+            // One batch per manifest of the current snapshot, in list order.
+            assert_eq!(batches.len() as u64, scan.manifests.count, "{id}");
+            assert!(batches.iter().all(|b| b.schema() == arrow::files_schema()));
+            let rows: usize = batches.iter().map(arrow_array::RecordBatch::num_rows).sum();
+            assert_eq!(
+                rows as u64,
+                scan.data_files.count + scan.delete_files.files(),
+                "{id}: every live file once"
+            );
+            let whole =
+                arrow::files_batch(&id, &list_files(&table, &options).await.unwrap()).unwrap();
+            let streamed =
+                arrow_select::concat::concat_batches(&arrow::files_schema(), &batches).unwrap();
+            assert_eq!(streamed, whole, "{id}: the stream is the listing");
+        }
+    }
+}

@@ -203,6 +203,19 @@ async fn partitions_and_files_as_arrow() {
 
     let files = list_files(&table, &ScanOptions::default()).await.unwrap();
     let batch = arrow::files_batch(&id, &files).unwrap();
+    // Streamed, one batch per manifest, it is the same listing.
+    let streamed: Vec<_> = futures::TryStreamExt::try_collect(
+        cryo_core::scan::file_batches(&table, &ScanOptions::default())
+            .await
+            .unwrap(),
+    )
+    .await
+    .unwrap();
+    assert_eq!(streamed.len() as u64, scan.manifests.count);
+    assert_eq!(
+        arrow_select::concat::concat_batches(&arrow::files_schema(), &streamed).unwrap(),
+        batch
+    );
     assert_eq!(
         batch.num_rows() as u64,
         scan.data_files.count + scan.delete_files.files()
