@@ -6,7 +6,9 @@
 //! - `scan`: load + scan + grade (what `cryo scan` and a fleet scan do per table);
 //! - `files`: load + the live-file listing as Arrow batches (`scan::file_batches`);
 //! - `plan`: load + scan + grade + plan;
-//! - `expire-dry`: snapshot expiry down to the last snapshot, as a dry run.
+//! - `expire-dry`: snapshot expiry down to the last snapshot, as a dry run;
+//! - `fleet`: a fleet scan of every table of the catalog (`--table` is ignored), then a plan of
+//!   the fleet; reports both times, the tables scanned and the errors.
 //!
 //! The catalog is the generator's: `DIR/catalog.db` (sqlite, catalog `fixtures`) and
 //! `DIR/warehouse`. Prints one JSON line.
@@ -17,8 +19,8 @@ use std::time::Instant;
 use cryo_core::clock::{Clock, SystemClock};
 use cryo_core::grade::{GradeOptions, grade};
 use cryo_core::maintain::{ExpireOptions, ExpireSnapshots};
-use cryo_core::plan::{PlanOptions, TableControl, plan_table};
-use cryo_core::scan::{ScanOptions, file_batches, scan_loaded};
+use cryo_core::plan::{PlanOptions, TableControl, plan_scans, plan_table};
+use cryo_core::scan::{FleetScanOptions, ScanOptions, file_batches, scan_fleet, scan_loaded};
 use cryo_core::{Catalog, CatalogConfig, TableId};
 use futures::StreamExt;
 
@@ -47,7 +49,12 @@ fn main() {
         let catalog = Catalog::connect(config).await.expect("catalog");
         let id = TableId::parse(&table).expect("table id");
         let started = Instant::now();
-        let loaded = catalog.load_table(&id).await.expect("load");
+        let loaded = if op == "fleet" {
+            None
+        } else {
+            Some(catalog.load_table(&id).await.expect("load"))
+        };
+        let loaded = || loaded.as_ref().expect("a table was loaded");
         let now = SystemClock.now_ms();
         let mut out = BTreeMap::new();
         match op.as_str() {
@@ -56,7 +63,7 @@ fn main() {
                     max_snapshot_lists: arg("--lists").map(|n| n.parse().expect("--lists N")),
                     ..ScanOptions::default()
                 };
-                let scan = scan_loaded(&loaded, catalog.name(), &options, now)
+                let scan = scan_loaded(loaded(), catalog.name(), &options, now)
                     .await
                     .expect("scan");
                 let report = grade(&scan, &GradeOptions::default(), now).expect("grade");
@@ -77,7 +84,7 @@ fn main() {
             }
             "files" => {
                 // The listing as bindings read it: Arrow batches, one per manifest, streamed.
-                let mut batches = file_batches(&loaded, &ScanOptions::default())
+                let mut batches = file_batches(loaded(), &ScanOptions::default())
                     .await
                     .expect("files");
                 let mut rows = 0;
@@ -97,6 +104,45 @@ fn main() {
                     .await
                     .expect("expire");
                 out.insert("expired", serde_json::json!(o.expired_snapshots()));
+            }
+            "fleet" => {
+                let fleet = scan_fleet(&catalog, &FleetScanOptions::default(), &SystemClock)
+                    .await
+                    .expect("fleet scan");
+                let scanned = started.elapsed().as_secs_f64();
+                let planning = Instant::now();
+                let plan = plan_scans(
+                    catalog.name(),
+                    &fleet.tables,
+                    &GradeOptions::default(),
+                    &PlanOptions::default(),
+                    &BTreeMap::new(),
+                )
+                .expect("plan");
+                out.insert("scan_seconds", serde_json::json!(scanned));
+                out.insert(
+                    "plan_seconds",
+                    serde_json::json!(planning.elapsed().as_secs_f64()),
+                );
+                out.insert("tables", serde_json::json!(fleet.tables.len()));
+                out.insert(
+                    "data_files",
+                    serde_json::json!(fleet.tables.iter().map(|t| t.data_files.count).sum::<u64>()),
+                );
+                out.insert(
+                    "errors",
+                    serde_json::json!(
+                        fleet
+                            .errors
+                            .iter()
+                            .map(|e| serde_json::to_value(e).expect("error entry"))
+                            .collect::<Vec<_>>()
+                    ),
+                );
+                out.insert(
+                    "steps",
+                    serde_json::json!(plan.tables.iter().map(|t| t.steps.len()).sum::<usize>()),
+                );
             }
             other => panic!("unknown --op {other}"),
         }

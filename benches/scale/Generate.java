@@ -13,6 +13,10 @@
 // random earlier days (late data). `--manifests fast` commits with FastAppend (one new manifest
 // per snapshot, as streaming writers leave tables); `merged` with MergeAppend (Iceberg's
 // default append, which merges small manifests as it commits). Prints one JSON line at the end.
+//
+// With `--tables N` (N > 1) it writes a fleet instead: N tables `<table>_0000`, ... of mixed sizes
+// (one in twenty is large, one in four medium, the rest small: weights 50, 5 and 1, splitting
+// `--files` among them), each with at most `--snapshots` snapshots.
 
 import java.nio.ByteBuffer;
 import java.time.LocalDate;
@@ -88,10 +92,43 @@ public class Generate {
     tableProps.put("write.metadata.delete-after-commit.enabled", "true");
     tableProps.put("write.metadata.previous-versions-max", String.valueOf(metadataVersions));
     tableProps.put("commit.manifest-merge.enabled", String.valueOf(mode.equals("merged")));
-    Table table = catalog.createTable(id, schema, spec, tableProps);
-    String location = table.location();
+    int tables = Integer.parseInt(o.getOrDefault("tables", "1"));
+    if (tables < 1) throw new IllegalArgumentException("--tables must be at least 1");
 
     SplittableRandom random = new SplittableRandom(seed);
+    long started = System.nanoTime();
+    long written = 0;
+    if (tables == 1) {
+      Table table = catalog.createTable(id, schema, spec, tableProps);
+      written = append(table, spec, schema, files, snapshots, partitions, mode, random, true);
+    } else {
+      long weights = 0;
+      for (int t = 0; t < tables; t++) weights += weight(t);
+      for (int t = 0; t < tables; t++) {
+        long n = Math.max(1, files * weight(t) / weights);
+        int snaps = (int) Math.min(n, snapshots);
+        TableIdentifier tid = TableIdentifier.of(id.namespace(), String.format("%s_%04d", id.name(), t));
+        Table table = catalog.createTable(tid, schema, spec, tableProps);
+        written += append(table, spec, schema, n, snaps, partitions, mode, random, false);
+        if ((t + 1) % 100 == 0) {
+          System.err.printf("%d/%d tables, %d files, %.1f s%n", t + 1, tables, written, (System.nanoTime() - started) / 1e9);
+        }
+      }
+    }
+    System.out.printf(
+        "{\"table\": \"%s\", \"tables\": %d, \"files\": %d, \"snapshots\": %d, \"partitions\": %d, \"stat_columns\": %d, \"manifests\": \"%s\", \"seconds\": %.1f}%n",
+        ident, tables, written, snapshots, partitions, statColumns, mode, (System.nanoTime() - started) / 1e9);
+  }
+
+  /** A fleet table's share of the files: one in twenty large, one in four medium, the rest small. */
+  static long weight(int t) {
+    return t % 20 == 0 ? 50 : t % 4 == 0 ? 5 : 1;
+  }
+
+  /** Commit `snapshots` appends of `files` data files in all; the files written. */
+  static long append(Table table, PartitionSpec spec, Schema schema, long files, int snapshots, int partitions,
+      String mode, SplittableRandom random, boolean report) {
+    String location = table.location();
     LocalDate firstDay = LocalDate.of(2024, 1, 1);
     long perSnapshot = files / snapshots;
     long written = 0;
@@ -106,13 +143,11 @@ public class Generate {
       }
       append.commit();
       written += n;
-      if ((s + 1) % 100 == 0) {
+      if (report && (s + 1) % 100 == 0) {
         System.err.printf("%d/%d snapshots, %d files, %.1f s%n", s + 1, snapshots, written, (System.nanoTime() - started) / 1e9);
       }
     }
-    System.out.printf(
-        "{\"table\": \"%s\", \"files\": %d, \"snapshots\": %d, \"partitions\": %d, \"stat_columns\": %d, \"manifests\": \"%s\", \"seconds\": %.1f}%n",
-        ident, written, snapshots, partitions, statColumns, mode, (System.nanoTime() - started) / 1e9);
+    return written;
   }
 
   static String required(Map<String, String> o, String key) {

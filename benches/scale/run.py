@@ -9,6 +9,10 @@ Spark's Iceberg runtime and Hadoop jars) into ``target/bench/scale/<shape>/`` an
 operation then runs in a process of its own, one after another, and is measured from outside:
 wall seconds, CPU seconds (user + system) and peak RSS of that process (for Spark, of its JVM).
 
+With ``--tables N`` it writes a fleet of N tables of mixed sizes (and registers one more whose
+metadata.json is corrupt) and times Cryo's ``fleet`` operation: a fleet scan of the whole catalog,
+then a plan of it.
+
 Operations: Cryo ``scan`` (load + scan + grade), ``files`` (live-file listing), ``plan`` (scan +
 grade + plan), ``expire-dry`` (expiry to the last snapshot, dry run); PyIceberg
 ``inspect.files()``, ``inspect.partitions()``, ``scan().plan_files()``; Spark (warm session: each
@@ -67,7 +71,10 @@ def jars() -> tuple[str, str]:
 
 
 def generate(args: argparse.Namespace, out: Path) -> Path:
+    tables = getattr(args, "tables", 1)
     shape = f"f{args.files}-s{args.snapshots}-p{args.partitions}-c{args.stat_columns}-{args.manifests}"
+    if tables > 1:
+        shape += f"-t{tables}"
     table_dir = out / shape
     done = table_dir / "generated.json"
     if done.exists() and not args.regenerate:
@@ -105,13 +112,33 @@ def generate(args: argparse.Namespace, out: Path) -> Path:
             args.manifests,
             "--metadata-versions",
             str(args.metadata_versions),
+            "--tables",
+            str(tables),
         ]
     )
+    if tables > 1:
+        broken_table(table_dir, args.table)
     metadata = sum(f.stat().st_size for f in (table_dir / "warehouse").rglob("*") if f.is_file())
     record["metadata_mb"] = round(metadata / 1e6, 1)
     done.write_text(json.dumps(record))
     log(f"generated in {record['process_s']} s: {record['metadata_mb']} MB of metadata")
     return table_dir
+
+
+def broken_table(table_dir: Path, prefix: str) -> None:
+    """Register one more table whose metadata.json is not JSON: a fleet scan reports it as one
+    error entry and scans the rest."""
+    import sqlite3
+
+    ns, _, name = prefix.rpartition(".")
+    bad = table_dir / "warehouse" / ns / f"{name}_broken" / "metadata" / "00000-broken.metadata.json"
+    bad.parent.mkdir(parents=True, exist_ok=True)
+    bad.write_text("{ this is not metadata")
+    with sqlite3.connect(table_dir / "catalog.db") as db:
+        db.execute(
+            "INSERT INTO iceberg_tables (catalog_name, table_namespace, table_name, metadata_location, previous_metadata_location, iceberg_type) VALUES (?, ?, ?, ?, NULL, 'TABLE')",
+            ("fixtures", ns, f"{name}_broken", f"file://{bad}"),
+        )
 
 
 def cryo_binary() -> str:
@@ -170,12 +197,14 @@ def main() -> None:
     p.add_argument("--manifests", choices=["fast", "merged"], default="fast")
     p.add_argument("--metadata-versions", type=int, default=100)
     p.add_argument("--table", default="scale.events")
+    p.add_argument("--tables", type=int, default=1, help="a fleet of this many tables (cryo only: fleet scan + plan)")
     p.add_argument("--contenders", default="cryo,pyiceberg,spark")
     p.add_argument("--runs", type=int, default=1)
     p.add_argument("--out", type=Path, default=ROOT / "target" / "bench" / "scale")
     p.add_argument("--generator-memory", default="4g")
     p.add_argument("--regenerate", action="store_true")
     p.add_argument("--generate-only", action="store_true")
+    p.add_argument("--cryo-binary", help="a built `scale` bench binary (default: cargo bench builds it)")
     args = p.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     table_dir = generate(args, args.out)
@@ -184,9 +213,11 @@ def main() -> None:
         return
     contenders = args.contenders.split(",")
     jobs: list[tuple[str, str, list[str]]] = []
+    if args.tables > 1:
+        contenders = ["cryo"]
     if "cryo" in contenders:
-        binary = cryo_binary()
-        for op in ("scan", "files", "plan", "expire-dry"):
+        binary = args.cryo_binary or cryo_binary()
+        for op in ("fleet",) if args.tables > 1 else ("scan", "files", "plan", "expire-dry"):
             jobs.append(("cryo", op, [binary, "--dir", str(table_dir), "--table", args.table, "--op", op]))
     if "pyiceberg" in contenders:
         for op in ("inspect.files", "inspect.partitions", "plan_files"):
@@ -206,7 +237,7 @@ def main() -> None:
     record = {"table": generated, "args": vars(args) | {"out": str(args.out)}, "results": results, "machine": {"platform": platform.platform(), "cpus": os.cpu_count()}}
     out = args.out / f"result-{dt.datetime.now():%Y%m%d-%H%M%S}.json"
     out.write_text(json.dumps(record, indent=1))
-    print(f"\n{generated['files']:,} data files, {generated['snapshots']:,} snapshots, {generated['metadata_mb']} MB of metadata ({out.name})\n")
+    print(f"\n{generated.get('tables', 1):,} tables, {generated['files']:,} data files, {generated['snapshots']:,} snapshots (per table, at most), {generated['metadata_mb']} MB of metadata ({out.name})\n")
     print("| contender | operation | time (median) | CPU s | peak RSS |")
     print("|---|---|---:|---:|---:|")
     for who, op, _ in jobs:
