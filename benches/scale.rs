@@ -11,7 +11,8 @@
 //!   the fleet; reports both times, the tables scanned and the errors.
 //!
 //! The catalog is the generator's: `DIR/catalog.db` (sqlite, catalog `fixtures`) and
-//! `DIR/warehouse`. Prints one JSON line.
+//! `DIR/warehouse`; `--prop KEY=VALUE` adds catalog properties (an S3 endpoint and keys for a
+//! table on S3). Prints one JSON line, with the I/O counters of a scan.
 
 use std::collections::BTreeMap;
 use std::time::Instant;
@@ -39,13 +40,7 @@ fn main() {
     };
     let rt = tokio::runtime::Runtime::new().expect("runtime");
     let out = rt.block_on(async {
-        let config = CatalogConfig::new(
-            "fixtures",
-            [
-                ("uri", format!("sqlite:///{dir}/catalog.db")),
-                ("warehouse", format!("file://{dir}/warehouse")),
-            ],
-        );
+        let config = catalog_config(&dir, &args);
         let catalog = Catalog::connect(config).await.expect("catalog");
         let id = TableId::parse(&table).expect("table id");
         let started = Instant::now();
@@ -59,15 +54,24 @@ fn main() {
         let mut out = BTreeMap::new();
         match op.as_str() {
             "scan" | "plan" => {
+                let defaults = ScanOptions::default();
                 let options = ScanOptions {
                     max_snapshot_lists: arg("--lists").map(|n| n.parse().expect("--lists N")),
-                    ..ScanOptions::default()
+                    concurrency: arg("--concurrency").map_or(defaults.concurrency, |n| {
+                        n.parse().expect("--concurrency N")
+                    }),
+                    ..defaults
                 };
                 let scan = scan_loaded(loaded(), catalog.name(), &options, now)
                     .await
                     .expect("scan");
                 let report = grade(&scan, &GradeOptions::default(), now).expect("grade");
                 out.insert("data_files", serde_json::json!(scan.data_files.count));
+                out.insert("reads", serde_json::json!(scan.io.total_reads()));
+                out.insert(
+                    "max_in_flight_reads",
+                    serde_json::json!(scan.io.max_in_flight_reads),
+                );
                 out.insert("snapshots", serde_json::json!(scan.snapshots.count));
                 out.insert("grade", serde_json::json!(report.grade));
                 if op == "plan" {
@@ -105,45 +109,7 @@ fn main() {
                     .expect("expire");
                 out.insert("expired", serde_json::json!(o.expired_snapshots()));
             }
-            "fleet" => {
-                let fleet = scan_fleet(&catalog, &FleetScanOptions::default(), &SystemClock)
-                    .await
-                    .expect("fleet scan");
-                let scanned = started.elapsed().as_secs_f64();
-                let planning = Instant::now();
-                let plan = plan_scans(
-                    catalog.name(),
-                    &fleet.tables,
-                    &GradeOptions::default(),
-                    &PlanOptions::default(),
-                    &BTreeMap::new(),
-                )
-                .expect("plan");
-                out.insert("scan_seconds", serde_json::json!(scanned));
-                out.insert(
-                    "plan_seconds",
-                    serde_json::json!(planning.elapsed().as_secs_f64()),
-                );
-                out.insert("tables", serde_json::json!(fleet.tables.len()));
-                out.insert(
-                    "data_files",
-                    serde_json::json!(fleet.tables.iter().map(|t| t.data_files.count).sum::<u64>()),
-                );
-                out.insert(
-                    "errors",
-                    serde_json::json!(
-                        fleet
-                            .errors
-                            .iter()
-                            .map(|e| serde_json::to_value(e).expect("error entry"))
-                            .collect::<Vec<_>>()
-                    ),
-                );
-                out.insert(
-                    "steps",
-                    serde_json::json!(plan.tables.iter().map(|t| t.steps.len()).sum::<usize>()),
-                );
-            }
+            "fleet" => fleet(&catalog, started, &mut out).await,
             other => panic!("unknown --op {other}"),
         }
         out.insert("op", serde_json::json!(op));
@@ -154,4 +120,71 @@ fn main() {
         out
     });
     println!("{}", serde_json::to_string(&out).expect("json"));
+}
+
+/// A fleet scan of every table of `catalog`, then a plan of the fleet.
+async fn fleet(
+    catalog: &Catalog,
+    started: Instant,
+    out: &mut BTreeMap<&'static str, serde_json::Value>,
+) {
+    let fleet = scan_fleet(catalog, &FleetScanOptions::default(), &SystemClock)
+        .await
+        .expect("fleet scan");
+    let scanned = started.elapsed().as_secs_f64();
+    let planning = Instant::now();
+    let plan = plan_scans(
+        catalog.name(),
+        &fleet.tables,
+        &GradeOptions::default(),
+        &PlanOptions::default(),
+        &BTreeMap::new(),
+    )
+    .expect("plan");
+    out.insert("scan_seconds", serde_json::json!(scanned));
+    out.insert(
+        "plan_seconds",
+        serde_json::json!(planning.elapsed().as_secs_f64()),
+    );
+    out.insert("tables", serde_json::json!(fleet.tables.len()));
+    out.insert(
+        "data_files",
+        serde_json::json!(fleet.tables.iter().map(|t| t.data_files.count).sum::<u64>()),
+    );
+    out.insert(
+        "errors",
+        serde_json::json!(
+            fleet
+                .errors
+                .iter()
+                .map(|e| serde_json::to_value(e).expect("error entry"))
+                .collect::<Vec<_>>()
+        ),
+    );
+    out.insert(
+        "steps",
+        serde_json::json!(plan.tables.iter().map(|t| t.steps.len()).sum::<usize>()),
+    );
+}
+
+/// The generator's catalog in `dir`, with `--prop KEY=VALUE` (repeated) properties added (an S3
+/// endpoint and its keys).
+fn catalog_config(dir: &str, args: &[String]) -> CatalogConfig {
+    let props = args
+        .iter()
+        .zip(args.iter().skip(1))
+        .filter(|(flag, _)| *flag == "--prop")
+        .map(|(_, kv)| {
+            let (k, v) = kv.split_once('=').expect("--prop KEY=VALUE");
+            (k.to_string(), v.to_string())
+        });
+    CatalogConfig::new(
+        "fixtures",
+        [
+            ("uri".to_string(), format!("sqlite:///{dir}/catalog.db")),
+            ("warehouse".to_string(), format!("file://{dir}/warehouse")),
+        ]
+        .into_iter()
+        .chain(props),
+    )
 }

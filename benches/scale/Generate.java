@@ -8,6 +8,9 @@
 //   java -cp ... Generate --dir DIR --table scale.events --files 1000000 --snapshots 2000 \
 //       --partitions 365 --stat-columns 5 --manifests fast --metadata-versions 100 --seed 1
 //
+// `--warehouse s3://bucket/prefix --s3-endpoint URL --s3-access-key K --s3-secret-key S` writes the
+// table to S3 instead (Iceberg's S3FileIO, path-style requests); the catalog stays in DIR.
+//
 // Each snapshot appends files/snapshots data files (the last one the remainder), most of them to
 // one day (a daily ingest walking through the partitions, one day after another), a tenth to
 // random earlier days (late data). `--manifests fast` commits with FastAppend (one new manifest
@@ -82,7 +85,16 @@ public class Generate {
     catalog.setConf(new Configuration());
     Map<String, String> props = new HashMap<>();
     props.put("uri", "jdbc:sqlite:" + dir + "/catalog.db");
-    props.put("warehouse", "file://" + dir + "/warehouse");
+    props.put("warehouse", o.getOrDefault("warehouse", "file://" + dir + "/warehouse"));
+    if (o.containsKey("s3-endpoint")) {
+      // An S3 warehouse (the loopback SeaweedFS of scripts/services.sh): Iceberg's S3FileIO.
+      props.put("io-impl", "org.apache.iceberg.aws.s3.S3FileIO");
+      props.put("s3.endpoint", o.get("s3-endpoint"));
+      props.put("s3.path-style-access", "true");
+      props.put("s3.access-key-id", required(o, "s3-access-key"));
+      props.put("s3.secret-access-key", required(o, "s3-secret-key"));
+      props.put("client.region", "us-east-1");
+    }
     props.put("jdbc.schema-version", "V1");
     catalog.initialize(o.getOrDefault("catalog", "fixtures"), props);
     TableIdentifier id = TableIdentifier.parse(ident);

@@ -63,7 +63,7 @@ def jars() -> tuple[str, str]:
     import pyspark
 
     listed = [j for j in os.environ.get("SPARK_JARS", "").split(",") if j]
-    runtime = [j for j in listed if "iceberg-spark-runtime" in j or "sqlite-jdbc" in j]
+    runtime = [j for j in listed if "iceberg-spark-runtime" in j or "sqlite-jdbc" in j or "iceberg-aws-bundle" in j]
     if len(runtime) < 2:
         sys.exit("SPARK_JARS lacks the Iceberg runtime or the sqlite driver: run scripts/peers.sh and source peers.env")
     spark_jars = Path(pyspark.__file__).parent / "jars"
@@ -75,6 +75,9 @@ def generate(args: argparse.Namespace, out: Path) -> Path:
     shape = f"f{args.files}-s{args.snapshots}-p{args.partitions}-c{args.stat_columns}-{args.manifests}"
     if tables > 1:
         shape += f"-t{tables}"
+    s3 = s3_env() if getattr(args, "s3", False) else None
+    if s3:
+        shape += "-s3"
     table_dir = out / shape
     done = table_dir / "generated.json"
     if done.exists() and not args.regenerate:
@@ -115,14 +118,75 @@ def generate(args: argparse.Namespace, out: Path) -> Path:
             "--tables",
             str(tables),
         ]
+        + (
+            [
+                "--warehouse",
+                f"s3://{s3['CRYO_SEAWEED_BUCKET']}/scale/{shape}",
+                "--s3-endpoint",
+                s3["CRYO_SEAWEED_S3_ENDPOINT"],
+                "--s3-access-key",
+                s3["CRYO_SEAWEED_ACCESS_KEY"],
+                "--s3-secret-key",
+                s3["CRYO_SEAWEED_SECRET_KEY"],
+            ]
+            if s3
+            else []
+        )
     )
     if tables > 1:
         broken_table(table_dir, args.table)
-    metadata = sum(f.stat().st_size for f in (table_dir / "warehouse").rglob("*") if f.is_file())
-    record["metadata_mb"] = round(metadata / 1e6, 1)
+    if s3:
+        record["metadata_mb"] = None  # on S3: not summed here
+    else:
+        metadata = sum(f.stat().st_size for f in (table_dir / "warehouse").rglob("*") if f.is_file())
+        record["metadata_mb"] = round(metadata / 1e6, 1)
     done.write_text(json.dumps(record))
     log(f"generated in {record['process_s']} s: {record['metadata_mb']} MB of metadata")
     return table_dir
+
+
+def s3_env() -> dict[str, str]:
+    """The loopback SeaweedFS S3 endpoint and keys (``scripts/services.sh start`` writes them)."""
+    sys.path.insert(0, str(ROOT / "tests" / "py"))
+    import cryo_peers
+
+    env = cryo_peers.services_env()
+    if not env.get("CRYO_SEAWEED_S3_ENDPOINT"):
+        sys.exit("no S3 endpoint: run scripts/services.sh start")
+    return env
+
+
+def s3_props(endpoint: str, s3: dict[str, str]) -> list[str]:
+    """Cryo's catalog properties for the S3 warehouse at ``endpoint`` (the proxy's, or the server's)."""
+    props = {
+        "s3.endpoint": endpoint,
+        "s3.access-key-id": s3["CRYO_SEAWEED_ACCESS_KEY"],
+        "s3.secret-access-key": s3["CRYO_SEAWEED_SECRET_KEY"],
+        "s3.region": "us-east-1",
+        "s3.path-style-access": "true",
+    }
+    return [a for k, v in props.items() for a in ("--prop", f"{k}={v}")]
+
+
+class LatencyProxy:
+    """``latency_proxy.py`` in front of the S3 endpoint for one measured operation."""
+
+    def __init__(self, target: str, latency_ms: float) -> None:
+        hostport = target.split("://", 1)[-1].rstrip("/")
+        self.proc = subprocess.Popen(
+            [sys.executable, str(HERE / "latency_proxy.py"), "--to", hostport, "--latency-ms", str(latency_ms)],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        ready = self.proc.stdout.readline().split() if self.proc.stdout else []
+        if ready[:1] != ["listening"]:
+            sys.exit("the latency proxy did not start")
+        self.endpoint = f"http://127.0.0.1:{ready[1]}"
+
+    def stop(self) -> dict:
+        self.proc.terminate()
+        out, _ = self.proc.communicate(timeout=30)
+        return json.loads(out.strip().splitlines()[-1])
 
 
 def broken_table(table_dir: Path, prefix: str) -> None:
@@ -204,6 +268,9 @@ def main() -> None:
     p.add_argument("--generator-memory", default="4g")
     p.add_argument("--regenerate", action="store_true")
     p.add_argument("--generate-only", action="store_true")
+    p.add_argument("--s3", action="store_true", help="the table on the loopback S3 (scripts/services.sh start); Cryo only")
+    p.add_argument("--latency-ms", type=float, default=0, help="with --s3: every S3 request delayed this much by a proxy")
+    p.add_argument("--concurrency", type=int, help="Cryo's scan concurrency (default: Cryo's)")
     p.add_argument("--cryo-binary", help="a built `scale` bench binary (default: cargo bench builds it)")
     args = p.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
@@ -213,12 +280,15 @@ def main() -> None:
         return
     contenders = args.contenders.split(",")
     jobs: list[tuple[str, str, list[str]]] = []
-    if args.tables > 1:
+    if args.tables > 1 or args.s3:
         contenders = ["cryo"]
     if "cryo" in contenders:
         binary = args.cryo_binary or cryo_binary()
         for op in ("fleet",) if args.tables > 1 else ("scan", "files", "plan", "expire-dry"):
-            jobs.append(("cryo", op, [binary, "--dir", str(table_dir), "--table", args.table, "--op", op]))
+            argv = [binary, "--dir", str(table_dir), "--table", args.table, "--op", op]
+            if args.concurrency:
+                argv += ["--concurrency", str(args.concurrency)]
+            jobs.append(("cryo", op, argv))
     if "pyiceberg" in contenders:
         for op in ("inspect.files", "inspect.partitions", "plan_files"):
             jobs.append(("pyiceberg", op, [sys.executable, "-c", PYICEBERG, str(table_dir), args.table, op]))
@@ -229,7 +299,19 @@ def main() -> None:
     for run in range(args.runs):
         for who, op, argv in jobs:
             log(f"run {run + 1}/{args.runs}: {who} {op}")
-            r = measured(argv)
+            proxy = None
+            if args.s3:
+                s3 = s3_env()
+                if args.latency_ms > 0:
+                    proxy = LatencyProxy(s3["CRYO_SEAWEED_S3_ENDPOINT"], args.latency_ms)
+                argv = argv + s3_props(proxy.endpoint if proxy else s3["CRYO_SEAWEED_S3_ENDPOINT"], s3)
+            try:
+                r = measured(argv)
+            finally:
+                if proxy:
+                    r_proxy = proxy.stop()
+            if proxy:
+                r["s3"] = r_proxy | {"latency_ms": args.latency_ms}
             r.update(contender=who, op=op, run=run)
             log(f"  {r['seconds']:.2f} s, {r['cpu_s']} CPU-s, {r['peak_rss_mib']} MiB: {json.dumps(r)}")
             results.append(r)
@@ -237,7 +319,8 @@ def main() -> None:
     record = {"table": generated, "args": vars(args) | {"out": str(args.out)}, "results": results, "machine": {"platform": platform.platform(), "cpus": os.cpu_count()}}
     out = args.out / f"result-{dt.datetime.now():%Y%m%d-%H%M%S}.json"
     out.write_text(json.dumps(record, indent=1))
-    print(f"\n{generated.get('tables', 1):,} tables, {generated['files']:,} data files, {generated['snapshots']:,} snapshots (per table, at most), {generated['metadata_mb']} MB of metadata ({out.name})\n")
+    where = f"on S3, {args.latency_ms:g} ms per request" if args.s3 else f"{generated['metadata_mb']} MB of metadata"
+    print(f"\n{generated.get('tables', 1):,} tables, {generated['files']:,} data files, {generated['snapshots']:,} snapshots (per table, at most), {where} ({out.name})\n")
     print("| contender | operation | time (median) | CPU s | peak RSS |")
     print("|---|---|---:|---:|---:|")
     for who, op, _ in jobs:

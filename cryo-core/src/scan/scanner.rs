@@ -40,7 +40,7 @@ pub struct ScanOptions {
 impl Default for ScanOptions {
     fn default() -> Self {
         Self {
-            concurrency: 16,
+            concurrency: crate::io::READS_IN_FLIGHT,
             max_snapshot_lists: None,
             target_file_size_bytes: None,
             small_file_ratio: 0.75,

@@ -69,7 +69,7 @@ impl Default for ExpireOptions {
             snapshot_ids: Vec::new(),
             clean_files: true,
             dry_run: true,
-            max_concurrent_reads: 16,
+            max_concurrent_reads: crate::io::READS_IN_FLIGHT,
             max_concurrent_deletes: 16,
             retry: None,
             commit_fence: None,
