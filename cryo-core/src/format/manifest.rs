@@ -288,6 +288,18 @@ pub(crate) fn live_fast(
 }
 
 fn decode(bytes: &[u8]) -> R<Manifest> {
+    let (container, metadata, partition_type) = open_fast(bytes)?;
+    let mut entries = Vec::new();
+    container.for_each(|cur, fields| {
+        entries.push(entry(cur, fields, &metadata, &partition_type)?);
+        Ok(())
+    })?;
+    Ok(Manifest::new(metadata, entries))
+}
+
+/// The container, metadata and partition type of a manifest the fast readers read (format v2 or
+/// v3, a plain partition type); an error for any other, which the caller leaves to upstream.
+pub(super) fn open_fast(bytes: &[u8]) -> R<(avro::Container<'_>, ManifestMetadata, StructType)> {
     let container = avro::open(bytes)?;
     let meta: HashMap<String, Vec<u8>> = container
         .meta
@@ -305,12 +317,7 @@ fn decode(bytes: &[u8]) -> R<Manifest> {
     if !readable(&partition_type) {
         return Err("a partition type left to upstream".into());
     }
-    let mut entries = Vec::new();
-    container.for_each(|cur, fields| {
-        entries.push(entry(cur, fields, &metadata, &partition_type)?);
-        Ok(())
-    })?;
-    Ok(Manifest::new(metadata, entries))
+    Ok((container, metadata, partition_type))
 }
 
 /// Partition types this decoder reads: those [`ManifestOut`] writes (plain primitives), but
@@ -318,7 +325,7 @@ fn decode(bytes: &[u8]) -> R<Manifest> {
 /// them to it).
 ///
 /// [`ManifestOut`]: super::manifest_write::ManifestOut
-pub(super) fn readable(partition_type: &StructType) -> bool {
+fn readable(partition_type: &StructType) -> bool {
     super::manifest_write::encodable(partition_type)
         && partition_type.fields().iter().all(|f| {
             !matches!(

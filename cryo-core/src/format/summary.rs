@@ -18,8 +18,7 @@ use std::collections::HashMap;
 use std::ops::Range;
 
 use iceberg::spec::{
-    DataContentType, DataFileFormat, Datum, FormatVersion, ManifestEntry, ManifestFile,
-    ManifestMetadata, ManifestStatus, PrimitiveLiteral, Struct, StructType,
+    DataContentType, DataFileFormat, Datum, ManifestFile, ManifestStatus, PrimitiveLiteral, Struct,
 };
 
 use super::avro::{self, Cursor, Field};
@@ -104,7 +103,8 @@ pub(super) fn upstream(
     let spec_id = parsed.metadata().partition_spec().spec_id();
     let mut bounded = Vec::new();
     for (i, e) in parsed.entries().iter().enumerate() {
-        let e: ManifestEntry = inherit.entry(e.as_ref().clone());
+        let (snapshot_id, sequence_number) =
+            inherit.ids(e.status, e.snapshot_id, e.sequence_number);
         let df = e.data_file();
         bounded.clear();
         bounded.extend(
@@ -125,8 +125,8 @@ pub(super) fn upstream(
         let referenced = df.referenced_data_file();
         visit(&Summary {
             status: e.status,
-            snapshot_id: e.snapshot_id,
-            sequence_number: e.sequence_number,
+            snapshot_id,
+            sequence_number,
             spec_id,
             content: df.content_type(),
             format: df.file_format(),
@@ -290,23 +290,7 @@ pub(super) fn fast(
     inherit: Inheritance,
     visit: &mut impl FnMut(&Summary<'_>),
 ) -> R<()> {
-    let container = avro::open(bytes)?;
-    let meta: HashMap<String, Vec<u8>> = container
-        .meta
-        .iter()
-        .map(|(k, v)| (String::from_utf8_lossy(k).into_owned(), v.to_vec()))
-        .collect();
-    let metadata = ManifestMetadata::parse(&meta).map_err(|e| e.to_string())?;
-    if metadata.format_version == FormatVersion::V1 {
-        return Err("a v1 manifest".into());
-    }
-    let partition_type: StructType = metadata
-        .partition_spec
-        .partition_type(&metadata.schema)
-        .map_err(|e| e.to_string())?;
-    if !manifest::readable(&partition_type) {
-        return Err("a partition type left to upstream".into());
-    }
+    let (container, metadata, partition_type) = manifest::open_fast(bytes)?;
     let avro::Schema::Record(top) = &container.schema else {
         return Err("the file's schema is not a record".into());
     };
