@@ -7,6 +7,9 @@
 //! - `files`: load + the live-file listing as Arrow batches (`scan::file_batches`);
 //! - `plan`: load + scan + grade + plan;
 //! - `expire-dry`: snapshot expiry down to the last snapshot, as a dry run;
+//! - `expire`: the same expiry, committed, its files deleted (destructive: `run.py` restores
+//!   the table after it);
+//! - `orphans`: orphan listing (a dry run of orphan removal) of files older than now;
 //! - `fleet`: a fleet scan of every table of the catalog (`--table` is ignored), then a plan of
 //!   the fleet; reports both times, the tables scanned and the errors.
 //!
@@ -19,7 +22,10 @@ use std::time::Instant;
 
 use cryo_core::clock::{Clock, SystemClock};
 use cryo_core::grade::{GradeOptions, grade};
-use cryo_core::maintain::{ExpireOptions, ExpireSnapshots};
+use cryo_core::io::PathKind;
+use cryo_core::maintain::{
+    ExpireOptions, ExpireSnapshots, RemoveOrphanFiles, RemoveOrphanFilesOptions,
+};
 use cryo_core::plan::{PlanOptions, TableControl, plan_scans, plan_table};
 use cryo_core::scan::{FleetScanOptions, ScanOptions, file_batches, scan_fleet, scan_loaded};
 use cryo_core::{Catalog, CatalogConfig, TableId};
@@ -35,7 +41,9 @@ fn main() {
             .cloned()
     };
     let (Some(dir), Some(table), Some(op)) = (arg("--dir"), arg("--table"), arg("--op")) else {
-        eprintln!("usage: scale --dir DIR --table NS.NAME --op scan|files|plan|expire-dry");
+        eprintln!(
+            "usage: scale --dir DIR --table NS.NAME --op scan|files|plan|expire-dry|expire|orphans|fleet"
+        );
         std::process::exit(2);
     };
     let rt = tokio::runtime::Runtime::new().expect("runtime");
@@ -97,18 +105,10 @@ fn main() {
                 }
                 out.insert("files", serde_json::json!(rows));
             }
-            "expire-dry" => {
-                let o = ExpireSnapshots::new(&catalog, id.clone())
-                    .with_options(ExpireOptions {
-                        older_than_ms: Some(now + 1),
-                        retain_last: Some(1),
-                        ..ExpireOptions::default()
-                    })
-                    .execute()
-                    .await
-                    .expect("expire");
-                out.insert("expired", serde_json::json!(o.expired_snapshots()));
+            "expire-dry" | "expire" => {
+                expire(&catalog, &id, now, op == "expire-dry", &mut out).await;
             }
+            "orphans" => orphans(&catalog, &id, now, &mut out).await,
             "fleet" => fleet(&catalog, started, &mut out).await,
             other => panic!("unknown --op {other}"),
         }
@@ -120,6 +120,66 @@ fn main() {
         out
     });
     println!("{}", serde_json::to_string(&out).expect("json"));
+}
+
+/// Expiry down to the last snapshot (`dry_run` or committed), with the manifest lists and
+/// manifests it read.
+async fn expire(
+    catalog: &Catalog,
+    id: &TableId,
+    now: i64,
+    dry_run: bool,
+    out: &mut BTreeMap<&'static str, serde_json::Value>,
+) {
+    let before = catalog.io_counters().snapshot();
+    let o = ExpireSnapshots::new(catalog, id.clone())
+        .with_options(ExpireOptions {
+            older_than_ms: Some(now + 1),
+            retain_last: Some(1),
+            dry_run,
+            ..ExpireOptions::default()
+        })
+        .execute()
+        .await
+        .expect("expire");
+    let io = catalog.io_counters().snapshot();
+    let reads = |kind| io.reads_of(kind) - before.reads_of(kind);
+    out.insert("expired", serde_json::json!(o.expired_snapshots()));
+    out.insert("files", serde_json::json!(o.files.len()));
+    out.insert("data_files", serde_json::json!(o.deleted.data.files));
+    out.insert(
+        "list_reads",
+        serde_json::json!(reads(PathKind::ManifestList)),
+    );
+    out.insert(
+        "manifest_reads",
+        serde_json::json!(reads(PathKind::Manifest)),
+    );
+}
+
+/// The orphan listing: orphan removal as a dry run, every unreferenced file older than now.
+async fn orphans(
+    catalog: &Catalog,
+    id: &TableId,
+    now: i64,
+    out: &mut BTreeMap<&'static str, serde_json::Value>,
+) {
+    let o = RemoveOrphanFiles::new(catalog, id.clone())
+        .with_options(RemoveOrphanFilesOptions {
+            older_than_ms: Some(now),
+            allow_short_retention: true,
+            ..RemoveOrphanFilesOptions::default()
+        })
+        .execute()
+        .await
+        .expect("orphans");
+    out.insert("listed", serde_json::json!(o.listed_files));
+    out.insert("referenced", serde_json::json!(o.referenced_files));
+    out.insert("orphans", serde_json::json!(o.orphans.len()));
+    out.insert(
+        "lists",
+        serde_json::json!(catalog.io_counters().snapshot().lists),
+    );
 }
 
 /// A fleet scan of every table of `catalog`, then a plan of the fleet.

@@ -36,7 +36,9 @@ pub struct FindMissingFilesOptions {
 
 impl Default for FindMissingFilesOptions {
     fn default() -> Self {
-        Self { concurrency: 16 }
+        Self {
+            concurrency: crate::io::READS_IN_FLIGHT,
+        }
     }
 }
 

@@ -124,7 +124,7 @@ impl Default for RemoveOrphanFilesOptions {
             equal_schemes: BTreeMap::new(),
             equal_authorities: BTreeMap::new(),
             shared_location: SharedLocationMode::Refuse,
-            concurrency: 16,
+            concurrency: crate::io::READS_IN_FLIGHT,
         }
     }
 }

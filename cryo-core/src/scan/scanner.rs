@@ -311,6 +311,7 @@ enum Listed {
 
 /// What every manifest fold of one scan shares.
 struct FoldContext {
+    table: String,
     decoders: HashMap<i32, SpecDecoder>,
     snapshot_ts: HashMap<i64, i64>,
     small_file_threshold: u64,
@@ -333,32 +334,29 @@ struct ManifestFold {
     bounded: Vec<(Vec<i32>, u64)>,
 }
 
-/// The manifests `manifests`, each read and folded on a task of its own, `concurrency` at a
-/// time, in list order.
-fn manifest_folds<'a>(
-    storage: &'a ObjectStorage,
-    table: &'a str,
-    manifests: &'a [ManifestFile],
-    ctx: &'a Arc<FoldContext>,
+/// `per_manifest` over each of `manifests`, read and handled on a task of its own (decoding
+/// uses every core), `concurrency` at a time, results in list order. The scan's fold and the
+/// file listing both stream the current snapshot's manifests through here.
+fn manifest_tasks<C, T>(
+    storage: ObjectStorage,
+    manifests: Vec<ManifestFile>,
+    ctx: Arc<C>,
     concurrency: usize,
-) -> futures::stream::BoxStream<'a, Result<ManifestFold>> {
+    per_manifest: fn(&C, &ManifestFile, &[u8]) -> Result<T>,
+) -> futures::stream::BoxStream<'static, Result<T>>
+where
+    C: ManifestTaskContext + Send + Sync + 'static,
+    T: Send + 'static,
+{
     futures::stream::iter(manifests)
         .map(move |mf| {
-            let (storage, table, mf, ctx) = (
-                storage.clone(),
-                table.to_string(),
-                mf.clone(),
-                Arc::clone(ctx),
-            );
+            let (storage, ctx) = (storage.clone(), Arc::clone(&ctx));
             async move {
                 tokio::spawn(async move {
-                    let bytes = crate::format::manifest::read_bytes(
-                        &storage,
-                        &table,
-                        mf.manifest_path.as_str(),
-                    )
-                    .await?;
-                    fold_manifest(&ctx, &table, &mf, &bytes)
+                    let path = mf.manifest_path.as_str();
+                    let bytes =
+                        crate::format::manifest::read_bytes(&storage, ctx.table(), path).await?;
+                    per_manifest(&ctx, &mf, &bytes)
                 })
                 .await
                 .map_err(|e| Error::Internal(format!("a manifest read task failed: {e}")))?
@@ -368,17 +366,29 @@ fn manifest_folds<'a>(
         .boxed()
 }
 
-fn fold_manifest(
-    ctx: &FoldContext,
-    table: &str,
-    mf: &ManifestFile,
-    bytes: &[u8],
-) -> Result<ManifestFold> {
+/// What a manifest task needs of its context: the table's name, for errors.
+trait ManifestTaskContext {
+    fn table(&self) -> &str;
+}
+
+impl ManifestTaskContext for FoldContext {
+    fn table(&self) -> &str {
+        &self.table
+    }
+}
+
+impl ManifestTaskContext for ListingContext {
+    fn table(&self) -> &str {
+        &self.table
+    }
+}
+
+fn fold_manifest(ctx: &FoldContext, mf: &ManifestFile, bytes: &[u8]) -> Result<ManifestFold> {
     let mut fold = ManifestFold::default();
     // The fold's partition slot of each of the manifest's tuples, and of each key.
     let mut slot_of: HashMap<usize, usize> = HashMap::new();
     let mut slot_by_key: HashMap<String, usize> = HashMap::new();
-    crate::format::summary::for_each_summary(table, mf, bytes, |e| {
+    crate::format::summary::for_each_summary(&ctx.table, mf, bytes, |e| {
         if e.status == ManifestStatus::Deleted {
             fold.deleted_entries += 1;
             return;
@@ -723,17 +733,18 @@ pub async fn scan_loaded(
     // Live data files by path hash, for delete files that name theirs (only with deletes).
     let with_deletes = manifests.delete_manifests > 0;
     let ctx = Arc::new(FoldContext {
+        table: name.clone(),
         decoders,
         snapshot_ts,
         small_file_threshold: write.small_file_threshold_bytes,
         with_deletes,
     });
-    let mut folds = manifest_folds(
-        &storage,
-        &name,
-        &current_manifests,
-        &ctx,
+    let mut folds = manifest_tasks(
+        storage.clone(),
+        std::mem::take(&mut current_manifests),
+        Arc::clone(&ctx),
         options.concurrency,
+        fold_manifest,
     );
 
     let mut parts: BTreeMap<String, PartitionAcc> = BTreeMap::new();
@@ -946,23 +957,13 @@ async fn file_manifests<T: Send + 'static>(
         table: name,
         decoders: spec_decoders(md).1,
     });
-    let storage = table.storage.clone();
-    Ok(futures::stream::iter(manifests)
-        .map(move |mf| {
-            let (storage, ctx) = (storage.clone(), Arc::clone(&ctx));
-            async move {
-                tokio::spawn(async move {
-                    let path = mf.manifest_path.as_str();
-                    let bytes =
-                        crate::format::manifest::read_bytes(&storage, &ctx.table, path).await?;
-                    per_manifest(&ctx, &mf, &bytes)
-                })
-                .await
-                .map_err(|e| Error::Internal(format!("a manifest read task failed: {e}")))?
-            }
-        })
-        .buffered(options.concurrency)
-        .boxed())
+    Ok(manifest_tasks(
+        table.storage.clone(),
+        manifests,
+        ctx,
+        options.concurrency,
+        per_manifest,
+    ))
 }
 
 /// Every live file of the manifest `bytes` (which `mf` names) as a row of the listing.

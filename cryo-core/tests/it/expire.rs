@@ -15,7 +15,7 @@ use arrow_array::{Int64Array, RecordBatch};
 use bytes::Bytes;
 use cryo_core::clock::FixedClock;
 use cryo_core::commit::{CatalogCommitter, NewTable, SnapshotProducer, TableChanges};
-use cryo_core::io::normalize_location;
+use cryo_core::io::{PathKind, normalize_location};
 use cryo_core::maintain::{
     ExpireOptions, ExpireOutcome, ExpireSnapshots, ExpiredFileKind, expire_snapshots,
 };
@@ -485,6 +485,7 @@ async fn expire_history(catalog: &Catalog, id: &TableId) {
     assert_eq!(listed(&unchanged).await, listed_before);
     assert_eq!(dry.metadata_location, None);
 
+    let io_before = catalog.io_counters().snapshot();
     let out = ExpireSnapshots::new(catalog, id.clone())
         .with_options(options.clone())
         .dry_run(false)
@@ -493,6 +494,16 @@ async fn expire_history(catalog: &Catalog, id: &TableId) {
         .await
         .unwrap();
     assert!(!out.dry_run);
+    // The proof (made once outside the commit fence and again inside it) reads each manifest
+    // list at most once per run, and each manifest at most once: what it read is kept.
+    let io = catalog.io_counters().snapshot();
+    let reads = |kind| io.reads_of(kind) - io_before.reads_of(kind);
+    assert!(reads(PathKind::ManifestList) <= 12, "{io:?}");
+    let manifests = listed_before
+        .iter()
+        .filter(|p| PathKind::of(p) == PathKind::Manifest)
+        .count() as u64;
+    assert!(reads(PathKind::Manifest) <= manifests, "{io:?}");
     assert_eq!(out.expired_snapshot_ids, dry.expired_snapshot_ids);
     assert_eq!(out.files, dry.files, "the dry run names exactly the files");
     assert_eq!(out.deleted, dry.deleted);
