@@ -56,7 +56,12 @@ pub(super) struct Unreachable {
 /// the head added since. Failed reads are not kept.
 #[derive(Default)]
 pub(super) struct ProofCache {
-    pub(super) lists: HashMap<String, Arc<ListedPaths>>,
+    /// The manifest lists read, each reduced to its size and its manifests' indices into
+    /// `manifests`: four bytes an entry, so a history of thousands of lists of thousands of
+    /// manifests is held in megabytes (their paths once, not once per list).
+    pub(super) lists: HashMap<String, Arc<ListedIds>>,
+    /// Every distinct manifest the lists named.
+    pub(super) manifests: ManifestTable,
     /// The live entries of expired-only manifests.
     pub(super) live: HashMap<String, Arc<Vec<LiveEntry>>>,
     /// The candidate keys each retained manifest lists as live, valid for the candidates in
@@ -65,6 +70,54 @@ pub(super) struct ProofCache {
     pub(super) strikes_for: HashSet<String>,
     /// Sizes of metadata files.
     pub(super) sizes: HashMap<String, u64>,
+}
+
+/// A manifest list as the proof keeps it.
+pub(super) struct ListedIds {
+    pub(super) bytes: u64,
+    /// Indices into [`ProofCache::manifests`].
+    pub(super) manifests: Vec<u32>,
+}
+
+/// The distinct manifests (by normalized path) of the manifest lists read.
+#[derive(Default)]
+pub(super) struct ManifestTable {
+    pub(super) refs: Vec<ManifestRef>,
+    /// Thousands of lists repeat the same manifests: a raw path is found by its hash (its bytes
+    /// compared on a hit) and normalized once.
+    by_hash: HashMap<u64, Vec<usize>, BuildHasherDefault<IdHasher>>,
+    /// Raw path, index into `refs`.
+    raw: Vec<(String, u32)>,
+    by_key: HashMap<String, u32>,
+}
+
+impl ManifestTable {
+    /// The indices of `list`'s manifests, new ones added.
+    fn index(&mut self, list: &ListedPaths) -> Vec<u32> {
+        list.manifests
+            .iter()
+            .map(|m| {
+                let text = list.path(m);
+                let slots = self.by_hash.entry(m.hash).or_default();
+                if let Some(r) = slots.iter().find(|r| self.raw[**r].0 == text) {
+                    return self.raw[*r].1;
+                }
+                let refs = &mut self.refs;
+                let idx = *self.by_key.entry(key(text)).or_insert_with(|| {
+                    refs.push(ManifestRef {
+                        path: text.to_string(),
+                        length: m.length,
+                        may_have_live: m.may_have_live,
+                        deletes: m.deletes,
+                    });
+                    (refs.len() - 1) as u32
+                });
+                slots.push(self.raw.len());
+                self.raw.push((text.to_string(), idx));
+                idx
+            })
+            .collect()
+    }
 }
 
 pub(super) fn key(path: &str) -> String {
@@ -121,11 +174,11 @@ pub(super) async fn unreachable_files(
     let retained_list_keys: HashSet<String> = retained_lists.iter().map(|p| key(p)).collect();
 
     // 1. Manifest lists, both sides, each once.
-    // (manifest, listed by an expired snapshot, listed by a retained one), one per normalized path
-    let mut manifests: Vec<(ManifestRef, bool, bool)> = Vec::new();
+    // Per manifest of `cache.manifests`: (listed by an expired snapshot, by a retained one).
+    let mut sides: Vec<(bool, bool)> = Vec::new();
     let mut list_candidates: Vec<ExpiredFile> = Vec::new();
     {
-        let mut jobs: Vec<(String, bool, Option<Arc<ListedPaths>>)> = Vec::new();
+        let mut jobs: Vec<(String, bool, Option<Arc<ListedIds>>)> = Vec::new();
         let mut seen = HashSet::new();
         for (p, expired_side) in retained_lists
             .iter()
@@ -142,30 +195,25 @@ pub(super) async fn unreachable_files(
                 let name = Arc::clone(&name);
                 tokio::spawn(async move {
                     let read = match known {
-                        Some(r) => Ok((r, true)),
-                        None => read_list(&storage, &name, &path, version)
-                            .await
-                            .map(|r| (Arc::new(r), false)),
+                        Some(r) => Ok(Ok(r)),
+                        None => read_list(&storage, &name, &path, version).await.map(Err),
                     };
                     (path, expired_side, read)
                 })
             }))
             .buffer_unordered(concurrency);
-        // Thousands of lists repeat the same manifests: dedupe by a hash of the raw path (its
-        // bytes compared on a hit), and normalize each distinct path once.
-        let mut by_hash: HashMap<u64, Vec<usize>, BuildHasherDefault<IdHasher>> =
-            HashMap::default();
-        let mut raw: Vec<(String, usize)> = Vec::new(); // raw path → index into `manifests`
-        let mut by_key: HashMap<String, usize> = HashMap::new();
         while let Some(joined) = reads.next().await {
             let (path, expired_side, read) = joined
                 .map_err(|e| Error::compute(format!("{name}: manifest list task failed"), e))?;
             let read = match read {
-                Ok((r, known)) => {
-                    if !known {
-                        cache.lists.insert(path.clone(), Arc::clone(&r));
-                    }
-                    r
+                Ok(Ok(known)) => known,
+                Ok(Err(fresh)) => {
+                    let ids = Arc::new(ListedIds {
+                        bytes: fresh.bytes,
+                        manifests: cache.manifests.index(&fresh),
+                    });
+                    cache.lists.insert(path.clone(), Arc::clone(&ids));
+                    ids
                 }
                 // What an expired snapshot referenced cannot be known: its files stay.
                 Err(e) if expired_side => {
@@ -183,45 +231,25 @@ pub(super) async fn unreachable_files(
                     bytes: read.bytes,
                 });
             }
-            for m in &read.manifests {
-                let text = read.path(m);
-                let slots = by_hash.entry(m.hash).or_default();
-                let idx = if let Some(r) = slots.iter().find(|r| raw[**r].0 == text) {
-                    raw[*r].1
-                } else {
-                    let k = key(text);
-                    let idx = *by_key.entry(k).or_insert_with(|| {
-                        manifests.push((
-                            ManifestRef {
-                                path: text.to_string(),
-                                length: m.length,
-                                may_have_live: m.may_have_live,
-                                deletes: m.deletes,
-                            },
-                            false,
-                            false,
-                        ));
-                        manifests.len() - 1
-                    });
-                    slots.push(raw.len());
-                    raw.push((text.to_string(), idx));
-                    idx
-                };
-                let slot = &mut manifests[idx];
+            sides.resize(cache.manifests.refs.len(), (false, false));
+            for &idx in &read.manifests {
+                let slot = &mut sides[idx as usize];
                 if expired_side {
-                    slot.1 = true;
+                    slot.0 = true;
                 } else {
-                    slot.2 = true;
+                    slot.1 = true;
                 }
             }
         }
     }
+    let manifests = &cache.manifests.refs;
 
     // 2. Manifests only expired snapshots list: they go, and their live entries are candidates.
     let expired_only: Vec<ManifestRef> = manifests
         .iter()
-        .filter(|(_, e, r)| *e && !*r)
-        .map(|(m, _, _)| m.clone())
+        .zip(&sides)
+        .filter(|(_, (e, r))| *e && !*r)
+        .map(|(m, _)| m.clone())
         .collect();
     let mut files: Vec<ExpiredFile> = expired_only
         .iter()
@@ -297,7 +325,7 @@ pub(super) async fn unreachable_files(
             cache.strikes_for = candidates.keys().cloned().collect();
         }
         let mut jobs: Vec<ManifestRef> = Vec::new();
-        for (m, _, r) in &manifests {
+        for (m, (_, r)) in manifests.iter().zip(&sides) {
             if !(*r && m.may_have_live && if m.deletes { want_deletes } else { want_data }) {
                 continue;
             }

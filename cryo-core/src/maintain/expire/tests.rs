@@ -580,8 +580,8 @@ async fn proofs_sharing_a_cache_find_what_fresh_proofs_find() {
         ..ProofCache::default()
     };
     for list in shared.lists.values() {
-        for m in &list.manifests {
-            let path = list.path(m).to_string();
+        for &m in &list.manifests {
+            let path = shared.manifests.refs[m as usize].path.clone();
             stale.strikes.insert(path, Arc::new(Vec::new()));
         }
     }
