@@ -10,8 +10,8 @@
 //! - `expire`: the same expiry, committed, its files deleted (destructive: `run.py` restores
 //!   the table after it);
 //! - `orphans`: orphan listing (a dry run of orphan removal) of files older than now;
-//! - `fleet`: a fleet scan of every table of the catalog (`--table` is ignored), then a plan of
-//!   the fleet; reports both times, the tables scanned and the errors.
+//! - `fleet`: a fleet scan of every table of `--table`'s namespace, then a plan of the
+//!   fleet; reports both times, the tables scanned and the errors.
 //!
 //! The catalog is the generator's: `DIR/catalog.db` (sqlite, catalog `fixtures`) and
 //! `DIR/warehouse`; `--prop KEY=VALUE` adds catalog properties (an S3 endpoint and keys for a
@@ -109,7 +109,7 @@ fn main() {
                 expire(&catalog, &id, now, op == "expire-dry", &mut out).await;
             }
             "orphans" => orphans(&catalog, &id, now, &mut out).await,
-            "fleet" => fleet(&catalog, started, &mut out).await,
+            "fleet" => fleet(&catalog, &id, started, &mut out).await,
             other => panic!("unknown --op {other}"),
         }
         out.insert("op", serde_json::json!(op));
@@ -134,7 +134,7 @@ async fn expire(
     let before = catalog.io_counters().snapshot();
     let o = ExpireSnapshots::new(catalog, id.clone())
         .with_options(ExpireOptions {
-            older_than_ms: Some(now + 1),
+            older_than_ms: Some(now),
             retain_last: Some(1),
             dry_run,
             ..ExpireOptions::default()
@@ -182,13 +182,18 @@ async fn orphans(
     );
 }
 
-/// A fleet scan of every table of `catalog`, then a plan of the fleet.
+/// A fleet scan of every table of `table`'s namespace, then a plan of the fleet.
 async fn fleet(
     catalog: &Catalog,
+    table: &TableId,
     started: Instant,
     out: &mut BTreeMap<&'static str, serde_json::Value>,
 ) {
-    let fleet = scan_fleet(catalog, &FleetScanOptions::default(), &SystemClock)
+    let options = FleetScanOptions {
+        namespaces: Some(vec![table.namespace.clone()]),
+        ..FleetScanOptions::default()
+    };
+    let fleet = scan_fleet(catalog, &options, &SystemClock)
         .await
         .expect("fleet scan");
     let scanned = started.elapsed().as_secs_f64();

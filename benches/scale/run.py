@@ -11,13 +11,19 @@ wall seconds, CPU seconds (user + system) and peak RSS of that process (for Spar
 
 With ``--tables N`` it writes a fleet of N tables of mixed sizes (and registers one more whose
 metadata.json is corrupt) and times Cryo's ``fleet`` operation: a fleet scan of the whole catalog,
-then a plan of it.
+then a plan of it. ``--rewrite-every K`` makes every K-th commit a compaction (a history with
+replaced data files), ``--real-files`` creates the data files on storage (empty) and ``--orphans N``
+N unreferenced files beside them: a table for real expiry and orphan listing. ``--rest`` puts the
+table (or fleet) in the loopback REST catalog (``scripts/services.sh start``).
 
-Operations: Cryo ``scan`` (load + scan + grade), ``files`` (live-file listing), ``plan`` (scan +
-grade + plan), ``expire-dry`` (expiry to the last snapshot, dry run); PyIceberg
+Operations (``--ops`` picks among them): Cryo ``scan`` (load + scan + grade), ``files`` (live-file
+listing), ``plan`` (scan + grade + plan), ``expire-dry`` (expiry to the last snapshot, dry run),
+``expire`` (that expiry, for real), ``orphans`` (orphan listing, dry run); PyIceberg
 ``inspect.files()``, ``inspect.partitions()``, ``scan().plan_files()``; Spark (warm session: each
 query once to warm, then timed) ``SELECT count(*)`` over the ``files`` and ``partitions``
-metadata tables. Prints a Markdown table; the full record goes to
+metadata tables, and the procedures ``expire_snapshots`` and ``remove_orphan_files`` (dry run),
+timed once after a cheap query. ``expire`` and ``expire_snapshots`` change the table: each starts
+from the table as generated, restored after it. Prints a Markdown table; the full record goes to
 ``target/bench/scale/result-<time>.json``.
 """
 
@@ -28,6 +34,7 @@ import datetime as dt
 import json
 import os
 import platform
+import shutil
 import subprocess
 import sys
 import time
@@ -72,17 +79,30 @@ def jars() -> tuple[str, str]:
 
 def generate(args: argparse.Namespace, out: Path) -> Path:
     tables = getattr(args, "tables", 1)
+    rewrite_every = getattr(args, "rewrite_every", 0)
+    real_files = getattr(args, "real_files", False)
+    orphans = getattr(args, "orphans", 0)
+    rest = getattr(args, "rest", False)
     shape = f"f{args.files}-s{args.snapshots}-p{args.partitions}-c{args.stat_columns}-{args.manifests}"
     if tables > 1:
         shape += f"-t{tables}"
-    s3 = s3_env() if getattr(args, "s3", False) else None
-    if s3:
-        shape += "-s3"
+    if rewrite_every:
+        shape += f"-r{rewrite_every}"
+    if real_files:
+        shape += "-real"
+    if orphans:
+        shape += f"-o{orphans}"
+    s3 = s3_env() if getattr(args, "s3", False) or rest else None
+    shape += "-rest" if rest else "-s3" if s3 else ""
     table_dir = out / shape
     done = table_dir / "generated.json"
+    # The REST catalog holds one generated shape at a time (the generator drops the previous one).
+    in_rest = out / "rest-shape"
     if done.exists() and not args.regenerate:
-        log(f"reusing {table_dir}")
-        return table_dir
+        if not rest or (in_rest.exists() and in_rest.read_text() == shape):
+            log(f"reusing {table_dir}")
+            return table_dir
+        log(f"the REST catalog holds another shape now: regenerating {shape}")
     runtime, hadoop = jars()
     classes = out / "classes"
     source = HERE / "Generate.java"
@@ -91,6 +111,9 @@ def generate(args: argparse.Namespace, out: Path) -> Path:
         subprocess.run(["javac", "-nowarn", "-cp", f"{runtime}:{hadoop}", "-d", str(classes), str(source)], check=True)
     subprocess.run(["rm", "-rf", str(table_dir)], check=True)
     table_dir.mkdir(parents=True)
+    warehouse = f"s3://{s3['CRYO_SEAWEED_BUCKET']}/scale/{shape}" if s3 and not rest else None
+    if warehouse:
+        clear_s3(s3, warehouse)  # a regenerated table's stale files would be orphans
     log(f"generating {shape} (Iceberg's Java library)")
     record = measured(
         [
@@ -117,11 +140,17 @@ def generate(args: argparse.Namespace, out: Path) -> Path:
             str(args.metadata_versions),
             "--tables",
             str(tables),
+            "--rewrite-every",
+            str(rewrite_every),
+            "--real-files",
+            str(real_files).lower(),
+            "--orphans",
+            str(orphans),
         ]
+        + (["--warehouse", warehouse] if warehouse else [])
+        + (rest_flags(s3) if rest else [])
         + (
             [
-                "--warehouse",
-                f"s3://{s3['CRYO_SEAWEED_BUCKET']}/scale/{shape}",
                 "--s3-endpoint",
                 s3["CRYO_SEAWEED_S3_ENDPOINT"],
                 "--s3-access-key",
@@ -133,8 +162,12 @@ def generate(args: argparse.Namespace, out: Path) -> Path:
             else []
         )
     )
-    if tables > 1:
+    # SeaweedFS registers a table whose metadata.json is not JSON, but then serves made-up empty
+    # metadata for it instead of an error: no broken table in the REST catalog.
+    if tables > 1 and not rest:
         broken_table(table_dir, args.table)
+    if rest:
+        in_rest.write_text(shape)
     if s3:
         record["metadata_mb"] = None  # on S3: not summed here
     else:
@@ -154,6 +187,43 @@ def s3_env() -> dict[str, str]:
     if not env.get("CRYO_SEAWEED_S3_ENDPOINT"):
         sys.exit("no S3 endpoint: run scripts/services.sh start")
     return env
+
+
+def rest_flags(env: dict[str, str]) -> list[str]:
+    """The generator's flags for the loopback REST catalog (its S3 flags come with them)."""
+    if not env.get("CRYO_REST_URI"):
+        sys.exit("no REST catalog: run scripts/services.sh start")
+    return [
+        "--catalog-type",
+        "rest",
+        "--uri",
+        env["CRYO_REST_URI"],
+        "--warehouse",
+        env["CRYO_REST_WAREHOUSE"],
+        "--credential",
+        env["CRYO_REST_CREDENTIAL"],
+    ]
+
+
+def rest_props(env: dict[str, str]) -> list[str]:
+    """Cryo's catalog properties for the loopback REST catalog (the S3 ones are ``s3_props``)."""
+    props = {"type": "rest", "uri": env["CRYO_REST_URI"], "warehouse": env["CRYO_REST_WAREHOUSE"], "credential": env["CRYO_REST_CREDENTIAL"]}
+    return [a for k, v in props.items() for a in ("--prop", f"{k}={v}")]
+
+
+def clear_s3(env: dict[str, str], url: str) -> None:
+    """Delete everything under the S3 prefix ``url``."""
+    import pyarrow.fs as pafs
+
+    endpoint = env["CRYO_SEAWEED_S3_ENDPOINT"]
+    fs = pafs.S3FileSystem(
+        endpoint_override=endpoint.split("://", 1)[-1],
+        scheme=endpoint.split("://", 1)[0],
+        access_key=env["CRYO_SEAWEED_ACCESS_KEY"],
+        secret_key=env["CRYO_SEAWEED_SECRET_KEY"],
+        region="us-east-1",
+    )
+    fs.delete_dir_contents(url.split("://", 1)[-1], missing_dir_ok=True)
 
 
 def s3_props(endpoint: str, s3: dict[str, str]) -> list[str]:
@@ -236,20 +306,79 @@ print(json.dumps({"op": op, "rows": n, "seconds": time.monotonic() - t0}))
 """
 
 SPARK = """
-import json, os, sys, time
+import datetime as dt, json, os, sys, time
 sys.path.insert(0, sys.argv[4])
 import cryo_peers
 d, table, op = sys.argv[1:4]
 spark = cryo_peers.spark_session(f"{d}/catalog.db", f"{d}/warehouse", app_name="cryo-scale", memory="4g")
-sql = f"SELECT count(*) FROM fixtures.{table}.{op}"
-spark.sql(sql).collect()  # warm: the session, the catalog, the JIT
-t0 = time.monotonic()
-n = spark.sql(sql).collect()[0][0]
+if op in ("files", "partitions"):
+    sql = f"SELECT count(*) FROM fixtures.{table}.{op}"
+    spark.sql(sql).collect()  # warm: the session, the catalog, the JIT
+    t0 = time.monotonic()
+    out = {"rows": spark.sql(sql).collect()[0][0]}
+else:
+    # A procedure cannot run twice on the same table: warm the session and the catalog with a
+    # cheap query, then time one call. The session's time zone is UTC.
+    spark.sql(f"SELECT count(*) FROM fixtures.{table}.snapshots").collect()
+    now = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S.%f")
+    more = "retain_last => 1" if op == "expire_snapshots" else "dry_run => true"
+    if op == "remove_orphan_files":
+        # The procedure refuses an older_than under a day ago unless the session is a test's; the
+        # flag is read from the session's runtime conf, which takes a core key only with this.
+        spark.conf.set("spark.sql.legacy.setCommandRejectsSparkCoreConfs", "false")
+        spark.conf.set("spark.testing", "true")
+    sql = f"CALL fixtures.system.{op}(table => '{table}', older_than => TIMESTAMP '{now}', {more})"
+    t0 = time.monotonic()
+    rows = spark.sql(sql).collect()
+    out = rows[0].asDict() if op == "expire_snapshots" else {"orphans": len(rows)}
 seconds = time.monotonic() - t0
 pid = spark._jvm.java.lang.ProcessHandle.current().pid()
 hwm = next(int(l.split()[1]) for l in open(f"/proc/{pid}/status") if l.startswith("VmHWM"))
-print(json.dumps({"op": op, "rows": n, "seconds": seconds, "peak_rss_mib": round(hwm / 1024)}))
+print(json.dumps({"op": op, **out, "seconds": seconds, "peak_rss_mib": round(hwm / 1024)}))
 """
+
+# The operations of each contender; the first list is what runs without --ops.
+OPS = {
+    "cryo": (["scan", "files", "plan", "expire-dry"], ["expire", "orphans"]),
+    "pyiceberg": (["inspect.files", "inspect.partitions", "plan_files"], []),
+    "spark": (["files", "partitions"], ["expire_snapshots", "remove_orphan_files"]),
+}
+# Operations that change the table: each runs on the table as generated, restored after it.
+DESTRUCTIVE = {("cryo", "expire"), ("spark", "expire_snapshots")}
+
+
+class Pristine:
+    """The table as generated, kept beside it: a hard-link copy of the warehouse (Iceberg never
+    changes a file in place, and a deleted file keeps its other link) and a copy of the sqlite
+    catalog. Metadata holds absolute paths, so the table is restored where it was, not copied."""
+
+    def __init__(self, table_dir: Path) -> None:
+        self.dir = table_dir
+        self.copy = table_dir / "warehouse.pristine"
+        self.db = table_dir / "catalog.db.pristine"
+        # Written before a destructive operation and removed by the restore after it: an
+        # interrupted run leaves it, and the next one restores before any operation.
+        self.dirty = table_dir / "warehouse.dirty"
+        if self.dirty.exists():
+            self.restore()
+
+    def before(self) -> None:
+        if not self.copy.exists():
+            t0 = time.monotonic()
+            subprocess.run(["cp", "-al", str(self.dir / "warehouse"), str(self.copy)], check=True)
+            shutil.copy2(self.dir / "catalog.db", self.db)
+            log(f"  kept the table as generated ({time.monotonic() - t0:.1f} s)")
+        self.dirty.touch()
+
+    def restore(self) -> None:
+        t0 = time.monotonic()
+        shutil.rmtree(self.dir / "warehouse")
+        subprocess.run(["cp", "-al", str(self.copy), str(self.dir / "warehouse")], check=True)
+        for f in self.dir.glob("catalog.db-*"):  # a journal left by a failed commit
+            f.unlink()
+        shutil.copy2(self.db, self.dir / "catalog.db")
+        self.dirty.unlink(missing_ok=True)
+        log(f"  restored the table as generated ({time.monotonic() - t0:.1f} s)")
 
 
 def main() -> None:
@@ -263,53 +392,80 @@ def main() -> None:
     p.add_argument("--table", default="scale.events")
     p.add_argument("--tables", type=int, default=1, help="a fleet of this many tables (cryo only: fleet scan + plan)")
     p.add_argument("--contenders", default="cryo,pyiceberg,spark")
+    p.add_argument("--ops", help="the operations to run, comma-separated, of every contender that has them (default: the read-only ones)")
+    p.add_argument("--rewrite-every", type=int, default=0, help="every K-th commit a compaction of the oldest files (0: none)")
+    p.add_argument("--real-files", action="store_true", help="create the data files on storage (empty)")
+    p.add_argument("--orphans", type=int, default=0, help="create this many unreferenced files under the table")
     p.add_argument("--runs", type=int, default=1)
     p.add_argument("--out", type=Path, default=ROOT / "target" / "bench" / "scale")
     p.add_argument("--generator-memory", default="4g")
     p.add_argument("--regenerate", action="store_true")
     p.add_argument("--generate-only", action="store_true")
     p.add_argument("--s3", action="store_true", help="the table on the loopback S3 (scripts/services.sh start); Cryo only")
-    p.add_argument("--latency-ms", type=float, default=0, help="with --s3: every S3 request delayed this much by a proxy")
+    p.add_argument("--rest", action="store_true", help="the table in the loopback REST catalog, on its S3 (scripts/services.sh start); Cryo only")
+    p.add_argument("--latency-ms", type=float, default=0, help="with --s3 or --rest: every S3 request delayed this much by a proxy")
     p.add_argument("--concurrency", type=int, help="Cryo's scan concurrency (default: Cryo's)")
     p.add_argument("--cryo-binary", help="a built `scale` bench binary (default: cargo bench builds it)")
     args = p.parse_args()
+    if args.s3 and args.rest:
+        sys.exit("--s3 or --rest, not both")
+    remote = args.s3 or args.rest
+    args.out = args.out.resolve()  # the catalog holds absolute paths
     args.out.mkdir(parents=True, exist_ok=True)
+    contenders = args.contenders.split(",")
+    if args.tables > 1 or remote:
+        contenders = ["cryo"]
+    ops = args.ops.split(",") if args.ops else None
+    known = {op for who in OPS for op in OPS[who][0] + OPS[who][1]} | {"fleet"}
+    if ops and set(ops) - known:
+        sys.exit(f"unknown operations {sorted(set(ops) - known)}: known are {sorted(known)}")
+    if args.tables > 1:
+        if ops and ops != ["fleet"]:
+            sys.exit("a fleet (--tables) runs Cryo's fleet operation only")
+        picked = [("cryo", "fleet")]
+    else:
+        picked = [(who, op) for who in contenders for op in (OPS[who][0] if ops is None else [o for o in ops if o in OPS[who][0] + OPS[who][1]])]
+    if remote and any(job in DESTRUCTIVE for job in picked):
+        sys.exit("expire changes the table and is run on local tables only (restored from a hard-link copy after each run)")
+    if not picked:
+        sys.exit(f"none of {ops} is an operation of {', '.join(contenders)}")
     table_dir = generate(args, args.out)
     if args.generate_only:
         print((table_dir / "generated.json").read_text())
         return
-    contenders = args.contenders.split(",")
     jobs: list[tuple[str, str, list[str]]] = []
-    if args.tables > 1 or args.s3:
-        contenders = ["cryo"]
-    if "cryo" in contenders:
-        binary = args.cryo_binary or cryo_binary()
-        for op in ("fleet",) if args.tables > 1 else ("scan", "files", "plan", "expire-dry"):
+    binary = (args.cryo_binary or cryo_binary()) if any(who == "cryo" for who, _ in picked) else None
+    for who, op in picked:
+        if who == "cryo":
             argv = [binary, "--dir", str(table_dir), "--table", args.table, "--op", op]
             if args.concurrency:
                 argv += ["--concurrency", str(args.concurrency)]
-            jobs.append(("cryo", op, argv))
-    if "pyiceberg" in contenders:
-        for op in ("inspect.files", "inspect.partitions", "plan_files"):
-            jobs.append(("pyiceberg", op, [sys.executable, "-c", PYICEBERG, str(table_dir), args.table, op]))
-    if "spark" in contenders:
-        for op in ("files", "partitions"):
-            jobs.append(("spark", op, [sys.executable, "-c", SPARK, str(table_dir), args.table, op, str(ROOT / "tests" / "py")]))
+        elif who == "pyiceberg":
+            argv = [sys.executable, "-c", PYICEBERG, str(table_dir), args.table, op]
+        else:
+            argv = [sys.executable, "-c", SPARK, str(table_dir), args.table, op, str(ROOT / "tests" / "py")]
+        jobs.append((who, op, argv))
+    pristine = Pristine(table_dir)
     results = []
     for run in range(args.runs):
         for who, op, argv in jobs:
             log(f"run {run + 1}/{args.runs}: {who} {op}")
             proxy = None
-            if args.s3:
+            if remote:
                 s3 = s3_env()
                 if args.latency_ms > 0:
                     proxy = LatencyProxy(s3["CRYO_SEAWEED_S3_ENDPOINT"], args.latency_ms)
-                argv = argv + s3_props(proxy.endpoint if proxy else s3["CRYO_SEAWEED_S3_ENDPOINT"], s3)
+                argv = argv + (rest_props(s3) if args.rest else []) + s3_props(proxy.endpoint if proxy else s3["CRYO_SEAWEED_S3_ENDPOINT"], s3)
+            destructive = (who, op) in DESTRUCTIVE
+            if destructive:
+                pristine.before()
             try:
                 r = measured(argv)
             finally:
                 if proxy:
                     r_proxy = proxy.stop()
+                if destructive:
+                    pristine.restore()
             if proxy:
                 r["s3"] = r_proxy | {"latency_ms": args.latency_ms}
             r.update(contender=who, op=op, run=run)
@@ -319,14 +475,17 @@ def main() -> None:
     record = {"table": generated, "args": vars(args) | {"out": str(args.out)}, "results": results, "machine": {"platform": platform.platform(), "cpus": os.cpu_count()}}
     out = args.out / f"result-{dt.datetime.now():%Y%m%d-%H%M%S}.json"
     out.write_text(json.dumps(record, indent=1))
-    where = f"on S3, {args.latency_ms:g} ms per request" if args.s3 else f"{generated['metadata_mb']} MB of metadata"
-    print(f"\n{generated.get('tables', 1):,} tables, {generated['files']:,} data files, {generated['snapshots']:,} snapshots (per table, at most), {where} ({out.name})\n")
-    print("| contender | operation | time (median) | CPU s | peak RSS |")
-    print("|---|---|---:|---:|---:|")
+    where = f"on S3, {args.latency_ms:g} ms per request" if remote else f"{generated['metadata_mb']} MB of metadata"
+    history = f" ({generated['removed_files']:,} more replaced by rewrites)" if generated.get("removed_files") else ""
+    print(f"\n{generated.get('tables', 1):,} tables, {generated['files']:,} data files{history}, {generated['snapshots']:,} snapshots (per table, at most), {where} ({out.name})\n")
+    print("| contender | operation | time (median) | CPU s | peak RSS | counts |")
+    print("|---|---|---:|---:|---:|---|")
+    measures = {"op", "seconds", "process_s", "cpu_s", "peak_rss_mib", "contender", "run", "reads", "max_in_flight_reads", "scan_seconds", "plan_seconds"}
     for who, op, _ in jobs:
         mine = sorted((r for r in results if r["contender"] == who and r["op"] == op), key=lambda r: r["seconds"])
         m = mine[len(mine) // 2]
-        print(f"| {who} | {op} | {m['seconds']:.2f} s | {m['cpu_s']} | {m['peak_rss_mib']} MiB |")
+        counts = ", ".join(f"{k.removesuffix('_count')} {v:,}" for k, v in m.items() if k not in measures and type(v) is int and v)
+        print(f"| {who} | {op} | {m['seconds']:.2f} s | {m['cpu_s']} | {m['peak_rss_mib']} MiB | {counts} |")
 
 
 if __name__ == "__main__":
