@@ -139,6 +139,12 @@ public class Generate {
     tableProps.put("write.metadata.delete-after-commit.enabled", "true");
     tableProps.put("write.metadata.previous-versions-max", String.valueOf(metadataVersions));
     tableProps.put("commit.manifest-merge.enabled", String.valueOf(mode.equals("merged")));
+    // Merged manifests grow to this size (Iceberg's default 8 MB). Each commit merges the bins
+    // of older manifests up to it: at a hundred files a commit, thousands of commits rewrite
+    // megabytes each (the cost of a long-lived streaming table), a smaller target less.
+    if (o.containsKey("manifest-target-kb")) {
+      tableProps.put("commit.manifest.target-size-bytes", String.valueOf(Long.parseLong(o.get("manifest-target-kb")) * 1024));
+    }
     int tables = Integer.parseInt(o.getOrDefault("tables", "1"));
     if (tables < 1) throw new IllegalArgumentException("--tables must be at least 1");
 

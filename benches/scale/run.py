@@ -84,6 +84,8 @@ def generate(args: argparse.Namespace, out: Path) -> Path:
     orphans = getattr(args, "orphans", 0)
     rest = getattr(args, "rest", False)
     shape = f"f{args.files}-s{args.snapshots}-p{args.partitions}-c{args.stat_columns}-{args.manifests}"
+    if getattr(args, "manifest_target_kb", None):
+        shape += f"{args.manifest_target_kb}k"
     if tables > 1:
         shape += f"-t{tables}"
     if rewrite_every:
@@ -138,6 +140,7 @@ def generate(args: argparse.Namespace, out: Path) -> Path:
             args.manifests,
             "--metadata-versions",
             str(args.metadata_versions),
+            *(["--manifest-target-kb", str(args.manifest_target_kb)] if getattr(args, "manifest_target_kb", None) else []),
             "--tables",
             str(tables),
             "--rewrite-every",
@@ -389,6 +392,7 @@ def main() -> None:
     p.add_argument("--stat-columns", type=int, default=5)
     p.add_argument("--manifests", choices=["fast", "merged"], default="fast")
     p.add_argument("--metadata-versions", type=int, default=100)
+    p.add_argument("--manifest-target-kb", type=int, help="merged manifests' target size (default: Iceberg's, 8 MB)")
     p.add_argument("--table", default="scale.events")
     p.add_argument("--tables", type=int, default=1, help="a fleet of this many tables (cryo only: fleet scan + plan)")
     p.add_argument("--contenders", default="cryo,pyiceberg,spark")
