@@ -165,10 +165,10 @@ def generate(args: argparse.Namespace, out: Path) -> Path:
             else []
         )
     )
-    # SeaweedFS registers a table whose metadata.json is not JSON, but then serves made-up empty
-    # metadata for it instead of an error: no broken table in the REST catalog.
     if tables > 1 and not rest:
         broken_table(table_dir, args.table)
+    elif tables > 1:
+        broken_rest_table(s3, f"{args.table}_{tables - 1:04d}")
     if rest:
         in_rest.write_text(shape)
     if s3:
@@ -260,6 +260,35 @@ class LatencyProxy:
         self.proc.terminate()
         out, _ = self.proc.communicate(timeout=30)
         return json.loads(out.strip().splitlines()[-1])
+
+
+def broken_rest_table(env: dict[str, str], table: str) -> None:
+    """Break the fleet's last table in the REST catalog: delete its current manifest list, so
+    that a fleet scan reports it as one error entry. (SeaweedFS serves a table's metadata from
+    its own store: a metadata.json that is not JSON, registered or overwritten, is never read.)"""
+    import pyarrow.fs as pafs
+    from pyiceberg.catalog.rest import RestCatalog
+
+    props = {
+        "s3.endpoint": env["CRYO_SEAWEED_S3_ENDPOINT"],
+        "s3.access-key-id": env["CRYO_SEAWEED_ACCESS_KEY"],
+        "s3.secret-access-key": env["CRYO_SEAWEED_SECRET_KEY"],
+        "s3.region": "us-east-1",
+        "s3.path-style-access": "true",
+    }
+    catalog = RestCatalog("fixtures", uri=env["CRYO_REST_URI"], warehouse=env["CRYO_REST_WAREHOUSE"], credential=env["CRYO_REST_CREDENTIAL"], **props)
+    snapshot = catalog.load_table(table).current_snapshot()
+    assert snapshot is not None
+    endpoint = env["CRYO_SEAWEED_S3_ENDPOINT"]
+    fs = pafs.S3FileSystem(
+        endpoint_override=endpoint.split("://", 1)[-1],
+        scheme=endpoint.split("://", 1)[0],
+        access_key=env["CRYO_SEAWEED_ACCESS_KEY"],
+        secret_key=env["CRYO_SEAWEED_SECRET_KEY"],
+        region="us-east-1",
+    )
+    fs.delete_file(snapshot.manifest_list.split("://", 1)[-1])
+    log(f"broke {table}: deleted its manifest list {snapshot.manifest_list}")
 
 
 def broken_table(table_dir: Path, prefix: str) -> None:
