@@ -257,8 +257,8 @@ struct Presence {
 }
 
 impl Presence {
-    async fn list(table: &LoadedTable, location: &str) -> Result<Self> {
-        let listed = list_location(table, location)
+    async fn list(table: &LoadedTable, location: &str, concurrency: usize) -> Result<Self> {
+        let listed = list_location(table, location, concurrency)
             .await?
             .into_iter()
             .map(|l| FileUri::new(&l.path).path)
@@ -406,7 +406,7 @@ async fn check_table(
             )
         }))
         .collect();
-    let mut presence = Presence::list(table, &location).await?;
+    let mut presence = Presence::list(table, &location, conc).await?;
     let first_paths = lists
         .iter()
         .cloned()

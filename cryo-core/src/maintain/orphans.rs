@@ -364,7 +364,7 @@ impl<'a> RemoveOrphanFiles<'a> {
 
         // List first, read the references second: a file committed between the two is then
         // referenced by what is read.
-        let listing = list_location(&tables[0], &location).await?;
+        let listing = list_location(&tables[0], &location, opts.concurrency).await?;
         let specs = hidden_partition_prefixes(&tables[0]);
         let (hidden, visible): (Vec<Listed>, Vec<Listed>) = listing
             .into_iter()
@@ -610,9 +610,14 @@ pub(crate) struct Listed {
 
 /// One recursive listing of everything under `location` (never above it), with the staging
 /// files of local writes that never finished (a killed writer's, Cryo's own included).
-pub(crate) async fn list_location(table: &LoadedTable, location: &str) -> Result<Vec<Listed>> {
+pub(crate) async fn list_location(
+    table: &LoadedTable,
+    location: &str,
+    concurrency: usize,
+) -> Result<Vec<Listed>> {
     let prefix = format!("{location}/");
-    let mut listed = table.storage.list(&prefix).await?;
+    // Two levels: `data/` and `metadata/`, then each partition's directory on its own.
+    let mut listed = table.storage.list_parallel(&prefix, 2, concurrency).await?;
     listed.extend(table.storage.list_unfinished_uploads(&prefix).await?);
     Ok(listed
         .into_iter()
