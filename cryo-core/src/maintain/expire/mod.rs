@@ -151,6 +151,9 @@ struct ExpiryCommit<'a> {
     cache: &'a mut ProofCache,
     /// Whether the proof on the head as first loaded was made (outside the fence).
     warm: bool,
+    /// That proof, with the metadata it was made on: inside the fence, a head that has not
+    /// moved needs no second proof.
+    warm_proof: Option<(String, Proof)>,
     /// The last attempt's retention, selection and the sizes of the metadata files it drops.
     staged: Option<(Retention, SnapshotSelection, HashMap<String, u64>)>,
     /// The last attempt's proof.
@@ -162,7 +165,8 @@ impl CommitOp for ExpiryCommit<'_> {
         if !self.warm {
             if let Some((_, predicted, _)) = stage_expiry(head, self.options, self.now)?.commit {
                 let concurrency = self.options.max_concurrent_reads;
-                prove(head, &predicted, concurrency, self.cache).await?;
+                let proof = prove(head, &predicted, concurrency, self.cache).await?;
+                self.warm_proof = head.metadata_location.clone().map(|at| (at, proof));
             }
             self.warm = true;
         }
@@ -182,7 +186,15 @@ impl CommitOp for ExpiryCommit<'_> {
             // with nothing changed, instead of expiring the snapshots a person may need to roll
             // a broken table back to and leaving the clean-up undone.
             let concurrency = self.options.max_concurrent_reads;
-            self.proved = Some(prove(head, &predicted, concurrency, self.cache).await?);
+            // The selection is a function of the head: on the metadata proved outside the
+            // fence, that proof stands.
+            let proof = match self.warm_proof.take() {
+                Some((at, proof)) if head.metadata_location.as_deref() == Some(at.as_str()) => {
+                    proof
+                }
+                _ => prove(head, &predicted, concurrency, self.cache).await?,
+            };
+            self.proved = Some(proof);
         }
         self.staged = Some((s.retention, s.selection, sizes));
         Ok(Attempt::Changes(changes))
@@ -501,6 +513,7 @@ impl<'a> ExpireSnapshots<'a> {
                         cache: &mut cache,
                         // Under a fence, the proof on the head as first loaded is made outside it.
                         warm: fence.is_none() || !options.clean_files,
+                        warm_proof: None,
                         staged: None,
                         proved: None,
                     };

@@ -14,6 +14,7 @@ use crate::format::manifest::for_each_live;
 use crate::format::manifest::read_bytes as read_manifest_bytes;
 use crate::format::manifest_list::IdHasher;
 use crate::format::manifest_list::ListedPaths;
+use crate::format::manifest_list::fnv1a;
 use crate::format::manifest_list::read_paths as read_list;
 use crate::io::ObjectStorage;
 use crate::io::normalize_location;
@@ -62,14 +63,50 @@ pub(super) struct ProofCache {
     pub(super) lists: HashMap<String, Arc<ListedIds>>,
     /// Every distinct manifest the lists named.
     pub(super) manifests: ManifestTable,
-    /// The live entries of expired-only manifests.
-    pub(super) live: HashMap<String, Arc<Vec<LiveEntry>>>,
+    /// The live entries of expired-only manifests, as indices into `entries`: a history whose
+    /// manifests were merged at every commit lists each file in thousands of them.
+    pub(super) live: HashMap<String, Arc<Vec<u32>>>,
+    /// The indices `live` holds.
+    pub(super) live_ids: usize,
+    /// Every distinct live entry the expired-only manifests listed.
+    pub(super) entries: EntryTable,
     /// The candidate keys each retained manifest lists as live, valid for the candidates in
     /// `strikes_for` only (another set of candidates needs the manifests read again).
     pub(super) strikes: HashMap<String, Arc<Vec<String>>>,
     pub(super) strikes_for: HashSet<String>,
     /// Sizes of metadata files.
     pub(super) sizes: HashMap<String, u64>,
+}
+
+/// The live entries of expired-only manifests kept for a retry, at most (16 MiB of indices).
+const LIVE_IDS_KEPT: usize = 4 << 20;
+
+/// The distinct live entries (by raw path) of the expired-only manifests read.
+#[derive(Default)]
+pub(super) struct EntryTable {
+    pub(super) entries: Vec<LiveEntry>,
+    by_hash: HashMap<u64, Vec<u32>, BuildHasherDefault<IdHasher>>,
+}
+
+impl EntryTable {
+    /// The indices of `live`, new entries added.
+    fn index(&mut self, live: Vec<LiveEntry>) -> Vec<u32> {
+        live.into_iter()
+            .map(|e| {
+                let slots = self.by_hash.entry(fnv1a(e.path.as_bytes())).or_default();
+                if let Some(&i) = slots
+                    .iter()
+                    .find(|&&i| self.entries[i as usize].path == e.path)
+                {
+                    return i;
+                }
+                let i = self.entries.len() as u32;
+                self.entries.push(e);
+                slots.push(i);
+                i
+            })
+            .collect()
+    }
 }
 
 /// A manifest list as the proof keeps it.
@@ -263,7 +300,7 @@ pub(super) async fn unreachable_files(
 
     let mut candidates: HashMap<String, LiveEntry> = HashMap::new(); // key → entry
     {
-        let jobs: Vec<(ManifestRef, Option<Arc<Vec<LiveEntry>>>)> = expired_only
+        let jobs: Vec<(ManifestRef, Option<Arc<Vec<u32>>>)> = expired_only
             .into_iter()
             .filter(|m| m.may_have_live)
             .map(|m| {
@@ -276,30 +313,43 @@ pub(super) async fn unreachable_files(
             let name = Arc::clone(&name);
             tokio::spawn(async move {
                 let r = match known {
-                    Some(entries) => Ok((entries, true)),
-                    None => live_entries(&storage, &name, &m.path)
-                        .await
-                        .map(|e| (Arc::new(e), false)),
+                    Some(ids) => Ok(Ok(ids)),
+                    None => live_entries(&storage, &name, &m.path).await.map(Err),
                 };
                 (m.path, r)
             })
         }))
         .buffer_unordered(concurrency);
+        // Each distinct entry becomes a candidate once, its path normalized once.
+        let mut seen = vec![false; cache.entries.entries.len()];
         while let Some(joined) = reads.next().await {
             let (path, r) =
                 joined.map_err(|e| Error::compute(format!("{name}: manifest task failed"), e))?;
-            match r {
-                Ok((entries, known)) => {
-                    for e in entries.iter() {
-                        candidates.entry(key(&e.path)).or_insert_with(|| e.clone());
+            let ids = match r {
+                Ok(Ok(known)) => known,
+                Ok(Err(fresh)) => {
+                    let ids = Arc::new(cache.entries.index(fresh));
+                    // Kept for a retry up to a bound: a history merged at every commit lists
+                    // tens of millions of entries, which a retry reads again instead.
+                    if cache.live_ids + ids.len() <= LIVE_IDS_KEPT {
+                        cache.live_ids += ids.len();
+                        cache.live.insert(path, Arc::clone(&ids));
                     }
-                    if !known {
-                        cache.live.insert(path, entries);
-                    }
+                    ids
                 }
-                Err(e) => warnings.push(format!(
-                    "expired manifest {path} unreadable, the files it lists are kept: {e}"
-                )),
+                Err(e) => {
+                    warnings.push(format!(
+                        "expired manifest {path} unreadable, the files it lists are kept: {e}"
+                    ));
+                    continue;
+                }
+            };
+            seen.resize(cache.entries.entries.len(), false);
+            for &i in ids.iter() {
+                if !std::mem::replace(&mut seen[i as usize], true) {
+                    let e = &cache.entries.entries[i as usize];
+                    candidates.entry(key(&e.path)).or_insert_with(|| e.clone());
+                }
             }
         }
     }
