@@ -386,7 +386,7 @@ impl ObjectStorage {
     /// and each is then listed whole, `concurrency` listings at once. An object store answers
     /// a listing a thousand keys a page, one page after another: a table of a hundred thousand
     /// files took a hundred round trips in a row, its partitions' directories now take a few.
-    pub async fn list_parallel(
+    pub(crate) async fn list_parallel(
         &self,
         prefix: &str,
         depth: usize,
