@@ -214,31 +214,39 @@ def rest_props(env: dict[str, str]) -> list[str]:
     return [a for k, v in props.items() for a in ("--prop", f"{k}={v}")]
 
 
-def clear_s3(env: dict[str, str], url: str) -> None:
-    """Delete everything under the S3 prefix ``url``."""
+def s3_filesystem(env: dict[str, str]):
+    """The loopback S3 as a PyArrow file system."""
     import pyarrow.fs as pafs
 
     endpoint = env["CRYO_SEAWEED_S3_ENDPOINT"]
-    fs = pafs.S3FileSystem(
+    return pafs.S3FileSystem(
         endpoint_override=endpoint.split("://", 1)[-1],
         scheme=endpoint.split("://", 1)[0],
         access_key=env["CRYO_SEAWEED_ACCESS_KEY"],
         secret_key=env["CRYO_SEAWEED_SECRET_KEY"],
         region="us-east-1",
     )
-    fs.delete_dir_contents(url.split("://", 1)[-1], missing_dir_ok=True)
 
 
-def s3_props(endpoint: str, s3: dict[str, str]) -> list[str]:
-    """Cryo's catalog properties for the S3 warehouse at ``endpoint`` (the proxy's, or the server's)."""
-    props = {
+def clear_s3(env: dict[str, str], url: str) -> None:
+    """Delete everything under the S3 prefix ``url``."""
+    s3_filesystem(env).delete_dir_contents(url.split("://", 1)[-1], missing_dir_ok=True)
+
+
+def s3_properties(endpoint: str, s3: dict[str, str]) -> dict[str, str]:
+    """Catalog properties (PyIceberg's names, which Cryo shares) for the S3 warehouse at ``endpoint``."""
+    return {
         "s3.endpoint": endpoint,
         "s3.access-key-id": s3["CRYO_SEAWEED_ACCESS_KEY"],
         "s3.secret-access-key": s3["CRYO_SEAWEED_SECRET_KEY"],
         "s3.region": "us-east-1",
         "s3.path-style-access": "true",
     }
-    return [a for k, v in props.items() for a in ("--prop", f"{k}={v}")]
+
+
+def s3_props(endpoint: str, s3: dict[str, str]) -> list[str]:
+    """Cryo's catalog properties for the S3 warehouse at ``endpoint`` (the proxy's, or the server's)."""
+    return [a for k, v in s3_properties(endpoint, s3).items() for a in ("--prop", f"{k}={v}")]
 
 
 class LatencyProxy:
@@ -266,28 +274,13 @@ def broken_rest_table(env: dict[str, str], table: str) -> None:
     """Break the fleet's last table in the REST catalog: delete its current manifest list, so
     that a fleet scan reports it as one error entry. (SeaweedFS serves a table's metadata from
     its own store: a metadata.json that is not JSON, registered or overwritten, is never read.)"""
-    import pyarrow.fs as pafs
     from pyiceberg.catalog.rest import RestCatalog
 
-    props = {
-        "s3.endpoint": env["CRYO_SEAWEED_S3_ENDPOINT"],
-        "s3.access-key-id": env["CRYO_SEAWEED_ACCESS_KEY"],
-        "s3.secret-access-key": env["CRYO_SEAWEED_SECRET_KEY"],
-        "s3.region": "us-east-1",
-        "s3.path-style-access": "true",
-    }
+    props = s3_properties(env["CRYO_SEAWEED_S3_ENDPOINT"], env)
     catalog = RestCatalog("fixtures", uri=env["CRYO_REST_URI"], warehouse=env["CRYO_REST_WAREHOUSE"], credential=env["CRYO_REST_CREDENTIAL"], **props)
     snapshot = catalog.load_table(table).current_snapshot()
     assert snapshot is not None
-    endpoint = env["CRYO_SEAWEED_S3_ENDPOINT"]
-    fs = pafs.S3FileSystem(
-        endpoint_override=endpoint.split("://", 1)[-1],
-        scheme=endpoint.split("://", 1)[0],
-        access_key=env["CRYO_SEAWEED_ACCESS_KEY"],
-        secret_key=env["CRYO_SEAWEED_SECRET_KEY"],
-        region="us-east-1",
-    )
-    fs.delete_file(snapshot.manifest_list.split("://", 1)[-1])
+    s3_filesystem(env).delete_file(snapshot.manifest_list.split("://", 1)[-1])
     log(f"broke {table}: deleted its manifest list {snapshot.manifest_list}")
 
 
