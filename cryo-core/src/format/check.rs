@@ -5,8 +5,10 @@
 use iceberg::spec::{DataContentType, Manifest};
 
 use super::guarded;
-use super::manifest::{Inheritance, LiveRef, live_fast, parse_fast};
-use super::manifest_list::{ListedPaths, fnv1a, parse_paths_fast, parse_paths_upstream};
+use super::manifest::{DeletedRef, Inheritance, LiveRef, deleted_fast, live_fast, parse_fast};
+use super::manifest_list::{
+    EntryCounts, ListedPaths, fnv1a, parse_paths_fast, parse_paths_upstream,
+};
 use super::summary;
 
 /// The fast Avro readers against upstream's, for the fuzz target `expire_readers` and the
@@ -29,13 +31,22 @@ pub fn check_fast_readers(bytes: &[u8]) {
             [2, b'3'] => Some(FormatVersion::V3),
             _ => None,
         });
-    let view = |r: &ListedPaths| -> Vec<(String, u64, bool, bool)> {
+    let view = |r: &ListedPaths| -> Vec<ListView> {
         r.manifests
             .iter()
             .map(|m| {
                 let p = r.arena.get(m.start..m.end).unwrap_or_default();
                 assert_eq!(m.hash, fnv1a(p.as_bytes()), "hash of {p}");
-                (p.to_string(), m.length, m.may_have_live, m.deletes)
+                let (id, counts) = (m.added_snapshot_id, m.counts);
+                (
+                    p.to_string(),
+                    m.length,
+                    m.may_have_live,
+                    m.deletes,
+                    id,
+                    counts,
+                    m.encrypted,
+                )
             })
             .collect()
     };
@@ -49,11 +60,13 @@ pub fn check_fast_readers(bytes: &[u8]) {
         // `added_files_count`; the fast reader finds them by field id. So on v1 the fast reader
         // may know a manifest has no live files where upstream cannot tell; it must never
         // claim live files where upstream knows there are none.
-        let strip = |mut v: Vec<(String, u64, bool, bool)>| {
+        let strip = |mut v: Vec<ListView>| {
             if version == FormatVersion::V1 {
                 for m in &mut v {
                     m.2 = true;
                     m.3 = false;
+                    m.4 = None;
+                    m.5 = EntryCounts::default();
                 }
             }
             v
@@ -94,6 +107,9 @@ pub fn check_fast_readers(bytes: &[u8]) {
             .collect();
         assert_eq!(fast, upstream, "manifest: live-entry reader vs upstream");
     }
+    if let Ok(m) = &upstream {
+        check_deleted(bytes, m);
+    }
     if let (Some(fast), Ok(upstream)) = (parse_fast(bytes), &upstream) {
         assert_manifests_agree(&fast, upstream);
     }
@@ -107,6 +123,32 @@ pub fn check_fast_readers(bytes: &[u8]) {
         let mut theirs = Vec::new();
         summary::upstream(m, inherit, &mut |e| theirs.push(owned_summary(e)));
         assert_eq!(fast, theirs, "manifest: the scan's summaries vs upstream");
+    }
+}
+
+/// A manifest's file shape, as the views below compare it.
+type ListView = (String, u64, bool, bool, Option<i64>, EntryCounts, bool);
+
+/// The `DELETED`-entry reader against upstream's entries.
+fn check_deleted(bytes: &[u8], m: &Manifest) {
+    let mut fast = Vec::new();
+    let mut push = |e: DeletedRef<'_>| fast.push((owned(e.file), e.snapshot_id));
+    if deleted_fast(bytes, &mut push).is_ok() {
+        let upstream: Vec<_> = m
+            .entries()
+            .iter()
+            .filter(|e| !e.is_alive())
+            .map(|e| {
+                let file = LiveRef {
+                    path: e.file_path(),
+                    content: e.content_type(),
+                    records: e.record_count(),
+                    bytes: e.file_size_in_bytes(),
+                };
+                (owned(file), e.snapshot_id())
+            })
+            .collect();
+        assert_eq!(fast, upstream, "manifest: deleted-entry reader vs upstream");
     }
 }
 

@@ -185,7 +185,8 @@ impl RowIdInheritance {
     }
 }
 
-/// A live (`ADDED` or `EXISTING`) entry of a manifest, as [`for_each_live`] sees it.
+/// The file of a manifest entry: of a live (`ADDED` or `EXISTING`) one as [`for_each_live`]
+/// sees it, or of a `DELETED` one in a [`DeletedRef`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct LiveRef<'a> {
     pub(crate) path: &'a str,
@@ -202,18 +203,69 @@ pub(crate) fn for_each_live(
     bytes: &[u8],
     mut visit: impl FnMut(LiveRef<'_>),
 ) -> Result<()> {
-    match live_fast(bytes, &mut visit) {
+    for_each_entry(table, path, bytes, |e| {
+        if e.status != ManifestStatus::Deleted {
+            visit(e.live);
+        }
+    })
+}
+
+/// A `DELETED` entry of a manifest, as [`for_each_deleted`] sees it: the file, and the snapshot
+/// that removed it (`None` when the entry leaves it to the manifest-list entry to say).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct DeletedRef<'a> {
+    pub(crate) file: LiveRef<'a>,
+    pub(crate) snapshot_id: Option<i64>,
+}
+
+/// Call `visit` for every `DELETED` entry of the manifest `bytes`, in file order: the files the
+/// snapshot that wrote the manifest removed (expiry's incremental clean-up).
+pub(crate) fn for_each_deleted(
+    table: &str,
+    path: &str,
+    bytes: &[u8],
+    mut visit: impl FnMut(DeletedRef<'_>),
+) -> Result<()> {
+    for_each_entry(table, path, bytes, |e| {
+        if e.status == ManifestStatus::Deleted {
+            visit(DeletedRef {
+                file: e.live,
+                snapshot_id: e.snapshot_id,
+            });
+        }
+    })
+}
+
+/// One entry as the history walkers see it: status, snapshot id as written, file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct EntryRef<'a> {
+    pub(crate) status: ManifestStatus,
+    pub(crate) snapshot_id: Option<i64>,
+    pub(crate) live: LiveRef<'a>,
+}
+
+fn for_each_entry(
+    table: &str,
+    path: &str,
+    bytes: &[u8],
+    mut visit: impl FnMut(EntryRef<'_>),
+) -> Result<()> {
+    match entries_fast(bytes, &mut visit) {
         Ok(()) => Ok(()),
         Err(why) => {
             tracing::debug!(table, path, why, "manifest read by upstream's reader");
             let manifest = parse_manifest(bytes)
                 .map_err(|e| Error::metadata(table, path, format!("corrupt manifest: {e}")))?;
-            for e in manifest.entries().iter().filter(|e| e.is_alive()) {
-                visit(LiveRef {
-                    path: e.file_path(),
-                    content: e.content_type(),
-                    records: e.record_count(),
-                    bytes: e.file_size_in_bytes(),
+            for e in manifest.entries() {
+                visit(EntryRef {
+                    status: e.status(),
+                    snapshot_id: e.snapshot_id(),
+                    live: LiveRef {
+                        path: e.file_path(),
+                        content: e.content_type(),
+                        records: e.record_count(),
+                        bytes: e.file_size_in_bytes(),
+                    },
                 });
             }
             Ok(())
@@ -226,14 +278,44 @@ pub(crate) fn live_fast(
     bytes: &[u8],
     visit: &mut impl FnMut(LiveRef<'_>),
 ) -> std::result::Result<(), String> {
+    entries_fast(bytes, &mut |e| {
+        if e.status != ManifestStatus::Deleted {
+            visit(e.live);
+        }
+    })
+}
+
+/// [`for_each_deleted`] with the fast reader; visits nothing unless the whole file decodes.
+pub(crate) fn deleted_fast(
+    bytes: &[u8],
+    visit: &mut impl FnMut(DeletedRef<'_>),
+) -> std::result::Result<(), String> {
+    entries_fast(bytes, &mut |e| {
+        if e.status == ManifestStatus::Deleted {
+            visit(DeletedRef {
+                file: e.live,
+                snapshot_id: e.snapshot_id,
+            });
+        }
+    })
+}
+
+/// Every entry with the fast reader; visits nothing unless the whole file decodes.
+fn entries_fast(
+    bytes: &[u8],
+    visit: &mut impl FnMut(EntryRef<'_>),
+) -> std::result::Result<(), String> {
     let container = avro::open(bytes)?;
-    let mut live: Vec<(&str, i64, i64, i64)> = Vec::new();
+    let mut entries: Vec<EntryRef<'_>> = Vec::new();
     container.for_each(|cur, fields| {
-        let mut status = None;
+        let (mut status, mut snapshot_id) = (None, None);
         let (mut file, mut content, mut records, mut size) = (None, 0, None, None);
         cur.record(fields, |f, cur| {
             if avro::is(f, 0, &["status"])? {
                 status = cur.leaf(&f.schema)?.long();
+                Ok(true)
+            } else if avro::is(f, 1, &["snapshot_id"])? {
+                snapshot_id = cur.leaf(&f.schema)?.long();
                 Ok(true)
             } else if avro::is(f, 2, &["data_file"])? {
                 let avro::Schema::Record(inner) = &f.schema else {
@@ -259,30 +341,34 @@ pub(crate) fn live_fast(
             }
         })?;
         let status = status.ok_or("a manifest entry without status")?;
-        let file = file.ok_or("a manifest entry without file_path")?;
+        let path = file.ok_or("a manifest entry without file_path")?;
         let records = records.ok_or("a manifest entry without record_count")?;
         let size = size.ok_or("a manifest entry without file_size_in_bytes")?;
-        if !(0..=2).contains(&status) || !(0..=2).contains(&content) {
-            return Err(format!("unknown status {status} or content {content}"));
-        }
-        // 0 EXISTING, 1 ADDED, 2 DELETED.
-        if status != 2 {
-            live.push((file, content, records, size));
-        }
+        entries.push(EntryRef {
+            // 0 EXISTING, 1 ADDED, 2 DELETED.
+            status: match status {
+                0 => ManifestStatus::Existing,
+                1 => ManifestStatus::Added,
+                2 => ManifestStatus::Deleted,
+                _ => return Err(format!("unknown status {status}")),
+            },
+            snapshot_id,
+            live: LiveRef {
+                path,
+                content: match content {
+                    0 => DataContentType::Data,
+                    1 => DataContentType::PositionDeletes,
+                    2 => DataContentType::EqualityDeletes,
+                    _ => return Err(format!("unknown content {content}")),
+                },
+                records: records.max(0) as u64,
+                bytes: size.max(0) as u64,
+            },
+        });
         Ok(())
     })?;
-    for (path, content, records, size) in live {
-        let content = match content {
-            1 => DataContentType::PositionDeletes,
-            2 => DataContentType::EqualityDeletes,
-            _ => DataContentType::Data,
-        };
-        visit(LiveRef {
-            path,
-            content,
-            records: records.max(0) as u64,
-            bytes: size.max(0) as u64,
-        });
+    for e in entries {
+        visit(e);
     }
     Ok(())
 }

@@ -63,6 +63,20 @@ pub(crate) struct ListedManifest {
     /// entries only).
     pub(crate) may_have_live: bool,
     pub(crate) deletes: bool,
+    /// The snapshot that wrote the manifest, and its entry counts, as listed (`None` where the
+    /// list leaves them out, which only v1 may).
+    pub(crate) added_snapshot_id: Option<i64>,
+    pub(crate) counts: EntryCounts,
+    /// Whether the list gives the manifest a `key_metadata` (an encrypted manifest).
+    pub(crate) encrypted: bool,
+}
+
+/// A manifest's entry counts by status, as its manifest-list entry gives them.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct EntryCounts {
+    pub(crate) added: Option<i64>,
+    pub(crate) existing: Option<i64>,
+    pub(crate) deleted: Option<i64>,
 }
 
 impl ListedPaths {
@@ -95,8 +109,9 @@ pub(crate) fn parse_paths_fast(bytes: &[u8]) -> std::result::Result<ListedPaths,
     let mut arena = String::with_capacity(bytes.len() / 2);
     let mut manifests = Vec::new();
     container.for_each(|cur, fields| {
-        let (mut path, mut length, mut content, mut added, mut existing) =
-            (None, None, 0, None, None);
+        let (mut path, mut length, mut content) = (None, None, 0);
+        let (mut added_snapshot_id, mut counts) = (None, EntryCounts::default());
+        let mut encrypted = false;
         cur.record(fields, |f, cur| {
             if avro::is(f, 500, &["manifest_path"])? {
                 path = Some(cur.leaf(&f.schema)?.str()?);
@@ -104,14 +119,20 @@ pub(crate) fn parse_paths_fast(bytes: &[u8]) -> std::result::Result<ListedPaths,
                 length = cur.leaf(&f.schema)?.long();
             } else if avro::is(f, 517, &["content"])? {
                 content = cur.leaf(&f.schema)?.long().unwrap_or(0);
+            } else if avro::is(f, 503, &["added_snapshot_id"])? {
+                added_snapshot_id = cur.leaf(&f.schema)?.long();
             } else if avro::is(f, 504, &["added_files_count", "added_data_files_count"])? {
-                added = cur.leaf(&f.schema)?.long();
+                counts.added = cur.leaf(&f.schema)?.long();
             } else if avro::is(
                 f,
                 505,
                 &["existing_files_count", "existing_data_files_count"],
             )? {
-                existing = cur.leaf(&f.schema)?.long();
+                counts.existing = cur.leaf(&f.schema)?.long();
+            } else if avro::is(f, 506, &["deleted_files_count", "deleted_data_files_count"])? {
+                counts.deleted = cur.leaf(&f.schema)?.long();
+            } else if avro::is(f, 519, &["key_metadata"])? {
+                encrypted = cur.leaf(&f.schema)? != avro::Leaf::Null;
             } else {
                 return Ok(false);
             }
@@ -126,8 +147,11 @@ pub(crate) fn parse_paths_fast(bytes: &[u8]) -> std::result::Result<ListedPaths,
             start,
             end: arena.len(),
             length: length.max(0) as u64,
-            may_have_live: !matches!((added, existing), (Some(0), Some(0))),
+            may_have_live: !matches!((counts.added, counts.existing), (Some(0), Some(0))),
             deletes: content == 1,
+            added_snapshot_id,
+            counts,
+            encrypted,
         });
         Ok(())
     })?;
@@ -161,6 +185,13 @@ pub(crate) fn parse_paths_upstream(
                 (Some(0), Some(0))
             ),
             deletes: m.content == ManifestContentType::Deletes,
+            added_snapshot_id: Some(m.added_snapshot_id),
+            counts: EntryCounts {
+                added: m.added_files_count.map(i64::from),
+                existing: m.existing_files_count.map(i64::from),
+                deleted: m.deleted_files_count.map(i64::from),
+            },
+            encrypted: m.key_metadata.is_some(),
         });
     }
     Ok(ListedPaths {

@@ -10,6 +10,7 @@
 //!                └─ manifest_list::read_paths ──▶ paths, lengths, counts (fast path ▸ upstream)
 //!  manifest ─────── manifest::read ──▶ entries with what they inherit from their list entry
 //!                └─ manifest::for_each_live ──▶ (path, content, size) of live entries
+//!                └─ manifest::for_each_deleted ──▶ the same of DELETED ones, with their snapshot
 //!                └─ summary::for_each_summary ──▶ what a scan folds of every entry
 //!                                                                       (fast path ▸ upstream)
 //!  entries ──────── manifest_write::ManifestOut ──▶ manifest bytes (fast encoder ▸ upstream)

@@ -10,8 +10,10 @@ use super::select::WRITE_METADATA_PATH;
 use crate::catalog::LoadedTable;
 use crate::error::Error;
 use crate::error::Result;
+use crate::format::manifest::for_each_deleted;
 use crate::format::manifest::for_each_live;
 use crate::format::manifest::read_bytes as read_manifest_bytes;
+use crate::format::manifest_list::EntryCounts;
 use crate::format::manifest_list::IdHasher;
 use crate::format::manifest_list::ListedPaths;
 use crate::format::manifest_list::fnv1a;
@@ -36,9 +38,11 @@ pub(super) struct ManifestRef {
     /// entries only).
     pub(super) may_have_live: bool,
     pub(super) deletes: bool,
+    pub(super) added_snapshot_id: Option<i64>,
+    pub(super) counts: EntryCounts,
 }
 
-/// A live entry of an expired-only manifest.
+/// A live entry of an expired-only manifest, or a file a `DELETED` entry names.
 #[derive(Clone)]
 pub(super) struct LiveEntry {
     pub(super) path: String,
@@ -66,7 +70,10 @@ pub(super) struct ProofCache {
     /// The live entries of expired-only manifests, as indices into `entries`: a history whose
     /// manifests were merged at every commit lists each file in thousands of them.
     pub(super) live: HashMap<String, Arc<Vec<u32>>>,
-    /// The indices `live` holds.
+    /// The `DELETED` entries of manifests the incremental proof read, as indices into `entries`
+    /// with the snapshot each names (`None`: its manifest's).
+    pub(super) deleted: HashMap<String, Removed>,
+    /// The indices `live` and `deleted` hold.
     pub(super) live_ids: usize,
     /// Every distinct live entry the expired-only manifests listed.
     pub(super) entries: EntryTable,
@@ -76,7 +83,14 @@ pub(super) struct ProofCache {
     pub(super) strikes_for: HashSet<String>,
     /// Sizes of metadata files.
     pub(super) sizes: HashMap<String, u64>,
+    /// Prove by reachability even where the history is linear (tests hold the two proofs to
+    /// one answer).
+    pub(super) full_only: bool,
 }
+
+/// The `DELETED` entries of one manifest: indices into [`EntryTable`], each with the snapshot it
+/// names.
+pub(super) type Removed = Arc<Vec<(u32, Option<i64>)>>;
 
 /// The live entries of expired-only manifests kept for a retry, at most (16 MiB of indices).
 const LIVE_IDS_KEPT: usize = 4 << 20;
@@ -146,6 +160,8 @@ impl ManifestTable {
                         length: m.length,
                         may_have_live: m.may_have_live,
                         deletes: m.deletes,
+                        added_snapshot_id: m.added_snapshot_id,
+                        counts: m.counts,
                     });
                     (refs.len() - 1) as u32
                 });
@@ -279,10 +295,11 @@ pub(super) async fn unreachable_files(
             }
         }
     }
-    let manifests = &cache.manifests.refs;
 
     // 2. Manifests only expired snapshots list: they go, and their live entries are candidates.
-    let expired_only: Vec<ManifestRef> = manifests
+    let expired_only: Vec<ManifestRef> = cache
+        .manifests
+        .refs
         .iter()
         .zip(&sides)
         .filter(|(_, (e, r))| *e && !*r)
@@ -298,61 +315,31 @@ pub(super) async fn unreachable_files(
         .collect();
     files.extend(list_candidates);
 
-    let mut candidates: HashMap<String, LiveEntry> = HashMap::new(); // key → entry
-    {
-        let jobs: Vec<(ManifestRef, Option<Arc<Vec<u32>>>)> = expired_only
-            .into_iter()
-            .filter(|m| m.may_have_live)
-            .map(|m| {
-                let known = cache.live.get(&m.path).cloned();
-                (m, known)
-            })
-            .collect();
-        let mut reads = futures::stream::iter(jobs.into_iter().map(|(m, known)| {
-            let storage = base.storage.clone();
-            let name = Arc::clone(&name);
-            tokio::spawn(async move {
-                let r = match known {
-                    Some(ids) => Ok(Ok(ids)),
-                    None => live_entries(&storage, &name, &m.path).await.map(Err),
-                };
-                (m.path, r)
-            })
-        }))
-        .buffer_unordered(concurrency);
-        // Each distinct entry becomes a candidate once, its path normalized once.
-        let mut seen = vec![false; cache.entries.entries.len()];
-        while let Some(joined) = reads.next().await {
-            let (path, r) =
-                joined.map_err(|e| Error::compute(format!("{name}: manifest task failed"), e))?;
-            let ids = match r {
-                Ok(Ok(known)) => known,
-                Ok(Err(fresh)) => {
-                    let ids = Arc::new(cache.entries.index(fresh));
-                    // Kept for a retry up to a bound: a history merged at every commit lists
-                    // tens of millions of entries, which a retry reads again instead.
-                    if cache.live_ids + ids.len() <= LIVE_IDS_KEPT {
-                        cache.live_ids += ids.len();
-                        cache.live.insert(path, Arc::clone(&ids));
-                    }
-                    ids
-                }
-                Err(e) => {
-                    warnings.push(format!(
-                        "expired manifest {path} unreadable, the files it lists are kept: {e}"
-                    ));
-                    continue;
-                }
-            };
-            seen.resize(cache.entries.entries.len(), false);
-            for &i in ids.iter() {
-                if !std::mem::replace(&mut seen[i as usize], true) {
-                    let e = &cache.entries.entries[i as usize];
-                    candidates.entry(key(&e.path)).or_insert_with(|| e.clone());
-                }
-            }
+    // The candidates: on a linear history, the files the expired snapshots (and the oldest one
+    // kept) removed; otherwise every live entry of the expired-only manifests.
+    let scope = if cache.full_only {
+        None
+    } else {
+        incremental_scope(&name, base, after, expired, cache)?
+    };
+    let mut candidates = match scope {
+        Some(deleting) => {
+            removed_candidates(
+                base,
+                &name,
+                &sides,
+                &deleting,
+                concurrency,
+                cache,
+                &mut warnings,
+            )
+            .await?
         }
-    }
+        None => {
+            live_candidates(base, &name, expired_only, concurrency, cache, &mut warnings).await?
+        }
+    };
+    let manifests = &cache.manifests.refs;
 
     // 3. Retained manifests strike out candidates they list as live.
     if !candidates.is_empty() {
@@ -453,6 +440,269 @@ pub(super) async fn unreachable_files(
         }
     }
     Ok(Unreachable { files, warnings })
+}
+
+/// The live entries of the expired-only manifests, each distinct file once (the reachability
+/// proof's candidates).
+async fn live_candidates(
+    base: &LoadedTable,
+    name: &Arc<str>,
+    expired_only: Vec<ManifestRef>,
+    concurrency: usize,
+    cache: &mut ProofCache,
+    warnings: &mut Vec<String>,
+) -> Result<HashMap<String, LiveEntry>> {
+    let mut candidates: HashMap<String, LiveEntry> = HashMap::new(); // key → entry
+    let jobs: Vec<(ManifestRef, Option<Arc<Vec<u32>>>)> = expired_only
+        .into_iter()
+        .filter(|m| m.may_have_live)
+        .map(|m| {
+            let known = cache.live.get(&m.path).cloned();
+            (m, known)
+        })
+        .collect();
+    let mut reads = futures::stream::iter(jobs.into_iter().map(|(m, known)| {
+        let storage = base.storage.clone();
+        let name = Arc::clone(name);
+        tokio::spawn(async move {
+            let r = match known {
+                Some(ids) => Ok(Ok(ids)),
+                None => live_entries(&storage, &name, &m.path).await.map(Err),
+            };
+            (m.path, r)
+        })
+    }))
+    .buffer_unordered(concurrency);
+    // Each distinct entry becomes a candidate once, its path normalized once.
+    let mut seen = vec![false; cache.entries.entries.len()];
+    while let Some(joined) = reads.next().await {
+        let (path, r) =
+            joined.map_err(|e| Error::compute(format!("{name}: manifest task failed"), e))?;
+        let ids = match r {
+            Ok(Ok(known)) => known,
+            Ok(Err(fresh)) => {
+                let ids = Arc::new(cache.entries.index(fresh));
+                // Kept for a retry up to a bound: a history merged at every commit lists
+                // tens of millions of entries, which a retry reads again instead.
+                if cache.live_ids + ids.len() <= LIVE_IDS_KEPT {
+                    cache.live_ids += ids.len();
+                    cache.live.insert(path, Arc::clone(&ids));
+                }
+                ids
+            }
+            Err(e) => {
+                warnings.push(format!(
+                    "expired manifest {path} unreadable, the files it lists are kept: {e}"
+                ));
+                continue;
+            }
+        };
+        seen.resize(cache.entries.entries.len(), false);
+        for &i in ids.iter() {
+            if !std::mem::replace(&mut seen[i as usize], true) {
+                let e = &cache.entries.entries[i as usize];
+                candidates.entry(key(&e.path)).or_insert_with(|| e.clone());
+            }
+        }
+    }
+    Ok(candidates)
+}
+
+/// The snapshots whose removals an expiry from `base` to `after` may make unreachable, when
+/// the history allows the incremental proof (Java's `IncrementalFileCleanup`, kept exact):
+///
+/// - `main` is the only ref, every snapshot is an ancestor of its head, and the expiry removes
+///   the oldest ancestors and keeps the newest (no snapshot in the middle);
+/// - then a file that only expired snapshots reach was removed by a snapshot whose parent is
+///   expired (that snapshot expired too, or is the oldest one kept), which wrote a `DELETED`
+///   entry for it in a manifest of its own;
+/// - the lists of those snapshots and of their parents say so by their counts: every file a
+///   snapshot's parent listed live is live in it or `DELETED` by it (live = parent's live +
+///   added − deleted, counting the manifests each snapshot wrote). A writer that drops files
+///   without `DELETED` entries fails this check, and the proof by reachability runs instead.
+///
+/// `None` when any of it does not hold. Candidates found this way are still struck by every
+/// file a kept snapshot lists live (a path added again after its removal stays).
+pub(super) fn incremental_scope(
+    name: &str,
+    base: &LoadedTable,
+    after: &LoadedTable,
+    expired: &BTreeSet<i64>,
+    cache: &ProofCache,
+) -> Result<Option<HashSet<i64>>> {
+    let history = super::select::History::of(name, &base.metadata)?;
+    if history.refs.len() != 1 {
+        return Ok(None);
+    }
+    let Some(main) = history.refs.get(iceberg::spec::MAIN_BRANCH) else {
+        return Ok(None);
+    };
+    // Newest first.
+    let mut chain: Vec<i64> = Vec::new();
+    let mut next = Some(main.snapshot_id);
+    while let Some(id) = next {
+        let Some((parent, _)) = history.snapshots.get(&id) else {
+            break;
+        };
+        if chain.len() > history.snapshots.len() {
+            return Ok(None); // a cycle in corrupt metadata
+        }
+        chain.push(id);
+        next = *parent;
+    }
+    if chain.len() != history.snapshots.len() {
+        return Ok(None); // snapshots off main's line: rolled back, staged, or on a dropped branch
+    }
+    let kept = chain.iter().take_while(|id| !expired.contains(id)).count();
+    let after_ids: HashSet<i64> = after
+        .metadata
+        .snapshots()
+        .map(|s| s.snapshot_id())
+        .collect();
+    if kept == 0
+        || chain[kept..].iter().any(|id| !expired.contains(id))
+        || after_ids.len() != kept
+        || chain[..kept].iter().any(|id| !after_ids.contains(id))
+    {
+        return Ok(None);
+    }
+    let listed = |id: i64| -> Option<&ListedIds> {
+        let list = base.metadata.snapshot_by_id(id)?.manifest_list();
+        cache.lists.get(list).map(AsRef::as_ref)
+    };
+    let refs = &cache.manifests.refs;
+    // The live files a list counts, and the files its snapshot added and removed (in the
+    // manifests it wrote); `None` when a count is missing.
+    let counts = |list: &ListedIds, id: i64| -> Option<(i64, i64, i64)> {
+        list.manifests
+            .iter()
+            .try_fold((0i64, 0i64, 0i64), |(live, added, deleted), &i| {
+                let m = &refs[i as usize];
+                let c = m.counts;
+                let own = m.added_snapshot_id? == id;
+                Some((
+                    live + c.added? + c.existing?,
+                    added + if own { c.added? } else { 0 },
+                    deleted + if own { c.deleted? } else { 0 },
+                ))
+            })
+    };
+    let mut deleting = HashSet::new();
+    // Each snapshot with an expired parent (in `chain`, the next one is its parent).
+    for pair in chain[kept - 1..].windows(2) {
+        let (id, parent) = (pair[0], pair[1]);
+        let (Some(list), Some(parent_list)) = (listed(id), listed(parent)) else {
+            return Ok(None); // an unreadable list: what it held cannot be known
+        };
+        let (Some((now, added, deleted)), Some((before, _, _))) =
+            (counts(list, id), counts(parent_list, parent))
+        else {
+            return Ok(None);
+        };
+        if now != before + added - deleted {
+            tracing::debug!(
+                table = name,
+                snapshot = id,
+                "manifest counts do not account for every removed file: proving by reachability"
+            );
+            return Ok(None);
+        }
+        deleting.insert(id);
+    }
+    Ok(Some(deleting))
+}
+
+/// The files `deleting`'s snapshots removed: the `DELETED` entries of the manifests they wrote.
+async fn removed_candidates(
+    base: &LoadedTable,
+    name: &Arc<str>,
+    sides: &[(bool, bool)],
+    deleting: &HashSet<i64>,
+    concurrency: usize,
+    cache: &mut ProofCache,
+    warnings: &mut Vec<String>,
+) -> Result<HashMap<String, LiveEntry>> {
+    let mut candidates: HashMap<String, LiveEntry> = HashMap::new(); // key → entry
+    let jobs: Vec<(ManifestRef, Option<Removed>)> = cache
+        .manifests
+        .refs
+        .iter()
+        .zip(sides)
+        .filter(|(m, (e, r))| {
+            (*e || *r)
+                && m.counts.deleted != Some(0)
+                && m.added_snapshot_id.is_some_and(|by| deleting.contains(&by))
+        })
+        .map(|(m, _)| (m.clone(), cache.deleted.get(&m.path).cloned()))
+        .collect();
+    let mut reads = futures::stream::iter(jobs.into_iter().map(|(m, known)| {
+        let storage = base.storage.clone();
+        let name = Arc::clone(name);
+        tokio::spawn(async move {
+            let r = match known {
+                Some(ids) => Ok(Ok(ids)),
+                None => deleted_entries(&storage, &name, &m.path).await.map(Err),
+            };
+            (m, r)
+        })
+    }))
+    .buffer_unordered(concurrency);
+    while let Some(joined) = reads.next().await {
+        let (m, r) =
+            joined.map_err(|e| Error::compute(format!("{name}: manifest task failed"), e))?;
+        let removed = match r {
+            Ok(Ok(known)) => known,
+            Ok(Err(fresh)) => {
+                let (entries, snapshots): (Vec<LiveEntry>, Vec<Option<i64>>) =
+                    fresh.into_iter().unzip();
+                let ids = cache.entries.index(entries);
+                let removed: Removed = Arc::new(ids.into_iter().zip(snapshots).collect());
+                if cache.live_ids + removed.len() <= LIVE_IDS_KEPT {
+                    cache.live_ids += removed.len();
+                    cache.deleted.insert(m.path.clone(), Arc::clone(&removed));
+                }
+                removed
+            }
+            Err(e) => {
+                warnings.push(format!(
+                    "manifest {} unreadable, the files its snapshot removed are kept: {e}",
+                    m.path
+                ));
+                continue;
+            }
+        };
+        for &(i, by) in removed.iter() {
+            if by
+                .or(m.added_snapshot_id)
+                .is_some_and(|by| deleting.contains(&by))
+            {
+                let e = &cache.entries.entries[i as usize];
+                candidates.entry(key(&e.path)).or_insert_with(|| e.clone());
+            }
+        }
+    }
+    Ok(candidates)
+}
+
+/// The `DELETED` entries of one manifest, with the snapshot each names.
+async fn deleted_entries(
+    storage: &ObjectStorage,
+    table: &str,
+    path: &str,
+) -> Result<Vec<(LiveEntry, Option<i64>)>> {
+    let bytes = read_manifest_bytes(storage, table, path).await?;
+    let mut out = Vec::new();
+    for_each_deleted(table, path, &bytes, |e| {
+        out.push((
+            LiveEntry {
+                path: e.file.path.to_string(),
+                kind: ExpiredFileKind::of_content(e.file.content),
+                bytes: e.file.bytes,
+            },
+            e.snapshot_id,
+        ));
+    })?;
+    Ok(out)
 }
 
 /// The live entries of one manifest.

@@ -565,13 +565,42 @@ async fn proofs_sharing_a_cache_find_what_fresh_proofs_find() {
         (&[1, 2, 3, 4], &["A"]),
         (&[1, 2, 3, 4, 5, 6], &["A", "B"]),
     ];
+    let mut shared_full = ProofCache {
+        full_only: true,
+        ..ProofCache::default()
+    };
     for (expired, want) in cases {
         let fresh = proof(expired, &mut ProofCache::default()).await;
         let reused = proof(expired, &mut shared).await;
         assert_eq!(reused, fresh, "expiring {expired:?}");
         assert_eq!(data(&fresh), set(want), "expiring {expired:?}");
+        // The proof by reachability alone, fresh and with a cache of its own, finds the same.
+        let mut full = ProofCache {
+            full_only: true,
+            ..ProofCache::default()
+        };
+        assert_eq!(
+            proof(expired, &mut full).await,
+            fresh,
+            "expiring {expired:?}"
+        );
+        assert_eq!(
+            proof(expired, &mut shared_full).await,
+            fresh,
+            "expiring {expired:?}"
+        );
+        // A prefix of the history is proved incrementally (from the files the expired
+        // snapshots removed), a snapshot in the middle by reachability.
+        let prefix = expired.iter().copied().eq(1..=expired.len());
+        let mut alone = ProofCache::default();
+        proof(expired, &mut alone).await;
+        if prefix {
+            assert!(alone.live.is_empty(), "expiring {expired:?}");
+        } else {
+            assert!(alone.deleted.is_empty(), "expiring {expired:?}");
+        }
     }
-    assert!(!shared.lists.is_empty() && !shared.live.is_empty());
+    assert!(!shared.lists.is_empty() && !shared.live.is_empty() && !shared.deleted.is_empty());
 
     // Strikes found for other candidates are never reused: a manifest read while A was no
     // candidate says nothing of A. (Expiring s3 alone, s1 keeps A live and s2 keeps B.)
@@ -586,6 +615,119 @@ async fn proofs_sharing_a_cache_find_what_fresh_proofs_find() {
         }
     }
     assert!(data(&proof(&[3], &mut stale).await).is_empty());
+}
+
+/// The incremental proof stands on the manifest counts: when a snapshot's list does not account
+/// for every file its parent listed (a writer that dropped files without `DELETED` entries),
+/// or a ref besides `main` exists, the proof by reachability runs, and finds the same files.
+#[tokio::test]
+async fn counts_that_do_not_add_up_fall_back_to_reachability() {
+    use crate::commit::{SnapshotProducer, write_data_files};
+
+    let dir = tempfile::tempdir().unwrap();
+    let (catalog, _id, mut t) = id_table(dir.path(), "db.counts").await;
+    let committer = catalog.committer().unwrap();
+    let mut paths = Vec::new();
+    for i in 0..2 {
+        let w = write_data_files(&t, [ids(i * 5)]).await.unwrap();
+        paths.push(w.files[0].file_path().to_string());
+        t = SnapshotProducer::new(&t)
+            .add_data_files(w.files)
+            .commit(committer.as_ref())
+            .await
+            .unwrap()
+            .table;
+    }
+    // s3 removes the first file.
+    t = SnapshotProducer::new(&t)
+        .delete_data_files([paths[0].clone()])
+        .commit(committer.as_ref())
+        .await
+        .unwrap()
+        .table;
+    let mut s: Vec<(i64, i64)> = t
+        .metadata
+        .snapshots()
+        .map(|s| (s.sequence_number(), s.snapshot_id()))
+        .collect();
+    s.sort_unstable();
+    let expired: BTreeSet<i64> = [s[0].1, s[1].1].into();
+    let changes = TableChanges::new(
+        Vec::new(),
+        vec![TableUpdate::RemoveSnapshots {
+            snapshot_ids: expired.iter().copied().collect(),
+        }],
+    );
+    let (md, _) = apply_locally(&t, &changes).unwrap();
+    let after = LoadedTable {
+        metadata: Arc::new(md),
+        metadata_location: None,
+        ..t.clone()
+    };
+    let name = t.id.to_string();
+    let data = |found: Unreachable| -> Vec<String> {
+        found
+            .files
+            .into_iter()
+            .filter(|f| f.kind == ExpiredFileKind::Data)
+            .map(|f| f.path)
+            .collect()
+    };
+
+    let mut cache = ProofCache::default();
+    let found = unreachable_files(&t, &after, &expired, 4, &mut cache)
+        .await
+        .unwrap();
+    assert_eq!(data(found), vec![paths[0].clone()]);
+    let scope = super::reach::incremental_scope(&name, &t, &after, &expired, &cache).unwrap();
+    assert_eq!(
+        scope,
+        Some([s[1].1, s[2].1].into()),
+        "s2 and s3 have expired parents"
+    );
+    assert!(cache.live.is_empty() && !cache.deleted.is_empty());
+
+    // The remover's manifest claims no deleted entry: the counts no longer add up.
+    let remover = s[2].1;
+    for m in &mut cache.manifests.refs {
+        if m.added_snapshot_id == Some(remover) {
+            m.counts.deleted = Some(0);
+        }
+    }
+    assert_eq!(
+        super::reach::incremental_scope(&name, &t, &after, &expired, &cache).unwrap(),
+        None
+    );
+    cache.deleted.clear();
+    let found = unreachable_files(&t, &after, &expired, 4, &mut cache)
+        .await
+        .unwrap();
+    assert_eq!(data(found), vec![paths[0].clone()], "found by reachability");
+    assert!(!cache.live.is_empty() && cache.deleted.is_empty());
+
+    // A tag besides main: reachability.
+    let tagged = LoadedTable {
+        metadata: Arc::new(
+            apply_locally(
+                &t,
+                &TableChanges::new(
+                    Vec::new(),
+                    vec![TableUpdate::SetSnapshotRef {
+                        ref_name: "keep".into(),
+                        reference: tag(s[2].1, None),
+                    }],
+                ),
+            )
+            .unwrap()
+            .0,
+        ),
+        ..t.clone()
+    };
+    let fresh = ProofCache::default();
+    assert_eq!(
+        super::reach::incremental_scope(&name, &tagged, &after, &expired, &fresh).unwrap(),
+        None
+    );
 }
 
 #[test]
