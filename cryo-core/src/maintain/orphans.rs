@@ -33,7 +33,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Instant;
 
-use futures::{StreamExt, TryStreamExt};
+use futures::StreamExt;
 use iceberg::spec::{DataContentType, ManifestFile, Snapshot};
 use serde::{Deserialize, Serialize};
 
@@ -1092,39 +1092,82 @@ pub(crate) fn metadata_references(table: &LoadedTable) -> Vec<String> {
     out
 }
 
-/// Every location a table's metadata references: [`metadata_references`], every snapshot's
-/// manifest list and manifests, and their live data and delete files. Any manifest list or
-/// manifest that cannot be read fails the call.
+/// Every location a table's metadata references, each once: [`metadata_references`], every
+/// snapshot's manifest list and manifests, and their live data and delete files. Any manifest
+/// list or manifest that cannot be read fails the call.
+///
+/// Lists and manifests are read `concurrency` at once and decoded on worker tasks; their paths
+/// are deduplicated as they arrive, so a history whose manifests were merged at every commit
+/// (each file listed in thousands of manifests) is held as its distinct files, not its entries.
 pub(crate) async fn table_references(
     table: &LoadedTable,
     concurrency: usize,
 ) -> Result<Vec<String>> {
-    let mut out = metadata_references(table);
-    let snapshots: Vec<_> = table.metadata.snapshots().cloned().collect();
-    let lists: Vec<Vec<ManifestFile>> = futures::stream::iter(snapshots.iter())
-        .map(|s| read_manifest_list(table, s))
-        .buffer_unordered(concurrency)
-        // Boxed: without it rustc cannot prove this stream's borrows `Send` for every
-        // lifetime, and callers could not `tokio::spawn` the operation.
-        .boxed()
-        .try_collect()
-        .await?;
-    out.extend(snapshots.iter().map(|s| s.manifest_list().to_string()));
-    let mut manifests: HashMap<String, ManifestFile> = HashMap::new();
-    for mf in lists.into_iter().flatten() {
-        manifests.entry(mf.manifest_path.clone()).or_insert(mf);
+    let name: Arc<str> = Arc::from(table.id.to_string());
+    let version = table.metadata.format_version();
+    let mut out: HashSet<String> = metadata_references(table).into_iter().collect();
+    let mut lists: Vec<String> = Vec::new();
+    for s in table.metadata.snapshots() {
+        if s.manifest_list().is_empty() {
+            return Err(Error::unsupported(format!(
+                "{name}: snapshot {} has no manifest list (v1 inline manifests)",
+                s.snapshot_id()
+            )));
+        }
+        if out.insert(s.manifest_list().to_string()) {
+            lists.push(s.manifest_list().to_string());
+        }
     }
-    out.extend(manifests.keys().cloned());
-    let entries: Vec<Vec<LiveEntry>> = futures::stream::iter(manifests.values())
-        .map(|mf| read_live_entries(table, mf))
-        .buffer_unordered(concurrency)
-        // Boxed: without it rustc cannot prove this stream's borrows `Send` for every
-        // lifetime, and callers could not `tokio::spawn` the operation.
-        .boxed()
-        .try_collect()
-        .await?;
-    out.extend(entries.into_iter().flatten().map(|e| e.path));
-    Ok(out)
+    let mut manifests: Vec<String> = Vec::new();
+    let mut reads = futures::stream::iter(lists.into_iter().map(|path| {
+        let storage = table.storage.clone();
+        let name = Arc::clone(&name);
+        tokio::spawn(async move {
+            let list =
+                crate::format::manifest_list::read_paths(&storage, &name, &path, version).await?;
+            let mut paths = Vec::with_capacity(list.manifests.len());
+            for m in &list.manifests {
+                if m.encrypted {
+                    return Err(Error::unsupported(format!(
+                        "{name}: encrypted manifest {}",
+                        list.path(m)
+                    )));
+                }
+                paths.push(list.path(m).to_string());
+            }
+            Ok(paths)
+        })
+    }))
+    .buffer_unordered(concurrency);
+    while let Some(joined) = reads.next().await {
+        let paths = joined
+            .map_err(|e| Error::compute(format!("{name}: manifest list task failed"), e))??;
+        for p in paths {
+            if !out.contains(&p) {
+                out.insert(p.clone());
+                manifests.push(p);
+            }
+        }
+    }
+    let mut reads = futures::stream::iter(manifests.into_iter().map(|path| {
+        let storage = table.storage.clone();
+        let name = Arc::clone(&name);
+        tokio::spawn(async move {
+            let bytes = crate::format::manifest::read_bytes(&storage, &name, &path).await?;
+            let mut live = Vec::new();
+            crate::format::manifest::for_each_live(&name, &path, &bytes, |e| {
+                live.push(e.path.to_string());
+            })?;
+            Ok::<_, Error>(live)
+        })
+    }))
+    .buffer_unordered(concurrency);
+    while let Some(joined) = reads.next().await {
+        let live =
+            joined.map_err(|e| Error::compute(format!("{name}: manifest task failed"), e))??;
+        out.extend(live);
+    }
+    Ok(out.into_iter().collect())
 }
 
 #[cfg(test)]
