@@ -573,6 +573,14 @@ export interface Footprint {
  */
 export declare function grade(scan: TableScan, options?: GradeOptions): HealthReport
 
+/**
+ * Connect to the catalog PyIceberg's configuration names, as PyIceberg's `load_catalog` finds
+ * it: the first `.pyiceberg.yaml` of `$PYICEBERG_HOME`, the home directory and the current
+ * directory, the `PYICEBERG_CATALOG__<NAME>__<PROPERTY>` variables, then `properties`. Without
+ * a name, `default-catalog` names it, else `default`.
+ */
+export declare function loadCatalog(name?: string | undefined | null, properties?: Record<string, string | number | boolean> | undefined | null): Promise<Catalog>
+
 /** Files the table references that storage lacks (read only: `dryRun` is always false). */
 export interface MissingFilesOutcome {
   /** Table identifier. */

@@ -105,6 +105,7 @@ module.exports.FleetOutcome = native.FleetOutcome
 module.exports.CommitFence = guardConstructor(native.CommitFence)
 module.exports.WriterFence = native.WriterFence
 module.exports.demoLake = guard(native.demoLake)
+module.exports.loadCatalog = guard(native.loadCatalog)
 module.exports.grade = guard(native.grade)
 module.exports.readReceipts = guard(native.readReceipts)
 module.exports.tableName = guard(native.tableName)

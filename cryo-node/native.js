@@ -846,6 +846,7 @@ module.exports.TableScan = nativeBinding.TableScan
 module.exports.WriterFence = nativeBinding.WriterFence
 module.exports.demoLake = nativeBinding.demoLake
 module.exports.grade = nativeBinding.grade
+module.exports.loadCatalog = nativeBinding.loadCatalog
 module.exports.readReceipts = nativeBinding.readReceipts
 module.exports.tableName = nativeBinding.tableName
 module.exports.version = nativeBinding.version

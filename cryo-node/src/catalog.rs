@@ -100,6 +100,26 @@ pub struct Catalog {
 }
 
 impl Catalog {
+    /// The catalog PyIceberg's configuration names (see `load_catalog` in lib.rs).
+    pub(crate) async fn load(
+        name: Option<String>,
+        properties: HashMap<String, Either3<String, f64, bool>>,
+    ) -> napi::Result<Catalog> {
+        let overrides: BTreeMap<String, String> = properties
+            .into_iter()
+            .map(|(k, v)| (k, property(v)))
+            .collect();
+        let config = cryo_core::catalog::PyIcebergConfig::from_env()
+            .and_then(|c| c.catalog(name.as_deref(), overrides))
+            .map_err(|e| to_napi(&e, None))?;
+        let redact = config.clone();
+        let inner = run(Some(redact), move || async move {
+            CoreCatalog::connect(config).await
+        })
+        .await?;
+        Ok(Self::from_core(inner))
+    }
+
     pub(crate) fn from_core(catalog: CoreCatalog) -> Self {
         Self {
             inner: Arc::new(catalog),

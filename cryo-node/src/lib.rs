@@ -104,6 +104,24 @@ pub async fn demo_lake(
     })
 }
 
+/// Connect to the catalog PyIceberg's configuration names, as PyIceberg's `load_catalog` finds
+/// it: the first `.pyiceberg.yaml` of `$PYICEBERG_HOME`, the home directory and the current
+/// directory, the `PYICEBERG_CATALOG__<NAME>__<PROPERTY>` variables, then `properties`. Without
+/// a name, `default-catalog` names it, else `default`.
+#[napi]
+#[allow(
+    clippy::implicit_hasher,
+    reason = "napi converts a JS object into this HashMap"
+)]
+pub async fn load_catalog(
+    name: Option<String>,
+    properties: Option<
+        std::collections::HashMap<String, napi::bindgen_prelude::Either3<String, f64, bool>>,
+    >,
+) -> napi::Result<Catalog> {
+    Catalog::load(name, properties.unwrap_or_default()).await
+}
+
 /// Read a receipt log (JSON lines written by `catalog.run(plan, { receiptLog })`) as an Arrow
 /// IPC stream.
 #[napi]

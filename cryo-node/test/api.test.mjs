@@ -21,6 +21,31 @@ before(async () => {
   fleet = await lake.catalog.scanFleet()
 })
 
+test('loadCatalog reads PyIceberg\'s configuration: .pyiceberg.yaml, then PYICEBERG_ variables', async () => {
+  const home = tempDir()
+  const name = lake.catalog.name
+  writeFileSync(
+    join(home, '.pyiceberg.yaml'),
+    `default-catalog: ${name}\ncatalog:\n  ${name}:\n    uri: sqlite:///${lake.root}/catalog.db\n    warehouse: file:///nowhere\n`,
+  )
+  const saved = { home: process.env.PYICEBERG_HOME, wh: process.env[`PYICEBERG_CATALOG__${name.toUpperCase()}__WAREHOUSE`] }
+  process.env.PYICEBERG_HOME = home
+  process.env[`PYICEBERG_CATALOG__${name.toUpperCase()}__WAREHOUSE`] = `file://${lake.root}/warehouse`
+  try {
+    for (const cat of [await cryo.loadCatalog(name), await cryo.loadCatalog(), await cryo.loadCatalog(null, { 'pool.max-connections': 2 })]) {
+      assert.equal(cat.name, name)
+      assert.equal(cat.kind, 'sql')
+      assert.deepEqual((await cat.listTables()).sort(), [...lake.tables].sort())
+    }
+    await assert.rejects(cryo.loadCatalog('absent'), (err) => err instanceof cryo.NotFoundError && /PYICEBERG_CATALOG__ABSENT__/.test(err.message))
+    await assert.rejects(cryo.loadCatalog(name, { 'gcs.project-id': 'p' }), (err) => err instanceof cryo.UnsupportedError && /GCS storage/.test(err.message))
+  } finally {
+    if (saved.home === undefined) delete process.env.PYICEBERG_HOME
+    else process.env.PYICEBERG_HOME = saved.home
+    delete process.env[`PYICEBERG_CATALOG__${name.toUpperCase()}__WAREHOUSE`]
+  }
+})
+
 /** Rows of an Arrow IPC stream as plain objects. */
 function rows(buffer) {
   return tableFromIPC(buffer).toArray().map((r) => r.toJSON())
@@ -30,7 +55,7 @@ test('the package exports the API, its types and the error classes', () => {
   for (const name of ['Catalog', 'TableScan', 'FleetScan', 'HealthReport', 'Plan', 'RunOutcome', 'FleetOutcome', 'CommitFence', 'WriterFence']) {
     assert.equal(typeof cryo[name], 'function', name)
   }
-  for (const name of ['demoLake', 'grade', 'readReceipts', 'tableName', 'version']) {
+  for (const name of ['demoLake', 'grade', 'loadCatalog', 'readReceipts', 'tableName', 'version']) {
     assert.equal(typeof cryo[name], 'function', name)
   }
   assert.deepEqual(Object.keys(cryo.report).sort(), ['fleetTable', 'healthReport', 'planText', 'receiptsText', 'scanErrors'])

@@ -21,10 +21,11 @@ mod progress;
 mod report;
 mod runtime;
 
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use cryo_core::catalog::{Namespace, TableId};
+use cryo_core::catalog::{Namespace, PyIcebergConfig, TableId};
 use cryo_core::demo::{DemoOptions, create_demo_lake};
 use cryo_core::grade::{GradeOptions, grade as grade_scan};
 use cryo_core::receipt::{JsonLinesLog, receipts_batch};
@@ -149,6 +150,23 @@ fn table_name(namespace: Vec<String>, name: String) -> String {
     TableId::new(Namespace::new(namespace), name).to_string()
 }
 
+/// PyIceberg's configuration of catalog `name` (the default catalog when `None`): the first
+/// `.pyiceberg.yaml` of `$PYICEBERG_HOME`, the home directory and the current directory, the
+/// `PYICEBERG_CATALOG__<NAME>__<PROPERTY>` variables, then `properties`: `(name, properties)`.
+#[pyfunction]
+#[pyo3(signature = (name, properties))]
+fn pyiceberg_config(
+    py: Python<'_>,
+    name: Option<String>,
+    properties: BTreeMap<String, String>,
+) -> PyResult<(String, BTreeMap<String, String>)> {
+    let config = py.detach(move || {
+        PyIcebergConfig::from_env().and_then(|c| c.catalog(name.as_deref(), properties))
+    });
+    let config = crate::errors::check(config)?;
+    Ok((config.name, config.properties))
+}
+
 /// The native module.
 #[pymodule]
 fn _cryo(m: &Bound<'_, PyModule>) -> PyResult<()> {
@@ -182,6 +200,7 @@ fn _cryo(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(demo_lake, m)?)?;
     m.add_function(wrap_pyfunction!(read_receipts, m)?)?;
     m.add_function(wrap_pyfunction!(table_name, m)?)?;
+    m.add_function(wrap_pyfunction!(pyiceberg_config, m)?)?;
     report::register(m)?;
     logging::install(m.py());
     Ok(())

@@ -11,7 +11,7 @@ use crate::error::{Error, Result};
 #[serde(rename_all = "snake_case")]
 #[non_exhaustive]
 pub enum CatalogKind {
-    /// SQL catalog (sqlite) with the schema PyIceberg and Java's `JdbcCatalog` share.
+    /// SQL catalog (sqlite or PostgreSQL) with the schema PyIceberg and Java's `JdbcCatalog` share.
     Sql,
     /// Iceberg REST catalog.
     Rest,
@@ -88,10 +88,16 @@ impl CatalogConfig {
                 "rest" => Ok(CatalogKind::Rest),
                 "hadoop" => Ok(CatalogKind::Hadoop),
                 "static" | "file" => Ok(CatalogKind::Static),
-                other => Err(Error::config(format!(
-                    "catalog `{}`: type `{other}` is not supported (sql, rest, hadoop, static)",
-                    self.name
-                ))),
+                other => Err(match props::missing_kind(other) {
+                    Some(what) => Error::unsupported(format!(
+                        "catalog `{}`: type `{other}` ({what}) is not supported yet; Cryo serves sql, rest, hadoop and static catalogs",
+                        self.name
+                    )),
+                    None => Error::config(format!(
+                        "catalog `{}`: type `{other}` is not a catalog type (sql, rest, hadoop, static)",
+                        self.name
+                    )),
+                }),
             };
         }
         if self.get(props::METADATA_LOCATION).is_some() {
@@ -101,7 +107,11 @@ impl CatalogConfig {
             Some(uri) if uri.starts_with("http://") || uri.starts_with("https://") => {
                 Ok(CatalogKind::Rest)
             }
-            Some(uri) if uri.starts_with("sqlite") || uri.starts_with("jdbc:sqlite") => {
+            Some(uri)
+                if ["sqlite", "jdbc:sqlite", "postgres", "jdbc:postgresql"]
+                    .iter()
+                    .any(|p| uri.starts_with(p)) =>
+            {
                 Ok(CatalogKind::Sql)
             }
             Some(_) => Err(Error::config(format!(
@@ -113,6 +123,54 @@ impl CatalogConfig {
                 "catalog `{}`: neither `type`, `uri` nor `warehouse` is set",
                 self.name
             ))),
+        }
+    }
+
+    /// What Cryo makes of each property it does not simply use: unknown ones, ones it
+    /// understands and ignores, and ones it cannot serve yet (with what is missing), by key.
+    pub fn property_notes(&self) -> Vec<props::PropertyNote> {
+        self.properties
+            .keys()
+            .filter_map(|key| match props::support(key) {
+                props::Support::Used => None,
+                support => Some(props::PropertyNote {
+                    key: key.clone(),
+                    support,
+                }),
+            })
+            .collect()
+    }
+
+    /// Fail on properties Cryo understands but cannot serve (naming what is missing), and log
+    /// the ones it does not know, by name (never their values).
+    pub(crate) fn check_properties(&self) -> Result<()> {
+        let mut missing = Vec::new();
+        for note in self.property_notes() {
+            match note.support {
+                props::Support::Missing(what) => missing.push(format!("`{}` ({what})", note.key)),
+                props::Support::Unknown => tracing::warn!(
+                    catalog = %self.name,
+                    property = %note.key,
+                    "catalog property `{}` is not one Cryo knows; it is ignored",
+                    note.key
+                ),
+                props::Support::Ignored(why) => tracing::debug!(
+                    catalog = %self.name,
+                    property = %note.key,
+                    "catalog property `{}` has no effect on Cryo: {why}",
+                    note.key
+                ),
+                props::Support::Used => {}
+            }
+        }
+        if missing.is_empty() {
+            Ok(())
+        } else {
+            Err(Error::unsupported(format!(
+                "catalog `{}`: Cryo cannot serve {} yet",
+                self.name,
+                missing.join(", ")
+            )))
         }
     }
 

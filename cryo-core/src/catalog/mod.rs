@@ -11,6 +11,7 @@ mod config;
 mod create;
 pub(crate) mod hadoop;
 pub mod props;
+mod pyiceberg;
 mod rest;
 mod sql;
 
@@ -27,8 +28,9 @@ pub use committer::{CatalogCommitter, HadoopCommitter, SqlCommitter, TableChange
 pub use config::{CatalogConfig, CatalogKind};
 pub use create::NewTable;
 use create::{create_hadoop_table, create_sql_table};
+pub use pyiceberg::PyIcebergConfig;
 pub use rest::RestCommitter;
-pub use sql::{SqlCatalog, SqlSchemaVersion};
+pub use sql::{SqlCatalog, SqlDialect, SqlSchemaVersion};
 
 use crate::error::{Error, Result};
 use crate::io::{IoCounters, ObjectStorage, ObjectStorageFactory};
@@ -243,6 +245,7 @@ impl Catalog {
         if config.name.trim().is_empty() {
             return Err(Error::config("catalog name must not be empty"));
         }
+        config.check_properties()?;
         let factory = ObjectStorageFactory::new();
         let backend = match kind {
             CatalogKind::Sql => Backend::Sql(SqlCatalog::connect(&config).await?),
@@ -280,6 +283,14 @@ impl Catalog {
             backend,
             factory,
         })
+    }
+
+    /// Connect to catalog `name` as PyIceberg's configuration describes it: `.pyiceberg.yaml`
+    /// (in `$PYICEBERG_HOME`, the home directory, then the current directory) with the
+    /// `PYICEBERG_CATALOG__<NAME>__<PROPERTY>` environment variables on top
+    /// ([`PyIcebergConfig`]); PyIceberg's `load_catalog(name)`.
+    pub async fn load(name: &str) -> Result<Self> {
+        Self::connect(PyIcebergConfig::from_env()?.catalog(Some(name), [])?).await
     }
 
     /// Catalog name.

@@ -1,4 +1,5 @@
-//! SQL catalog on sqlite, with the schema PyIceberg 0.12 and Java's `JdbcCatalog` share:
+//! SQL catalog on sqlite or PostgreSQL, with the schema PyIceberg 0.12 and Java's `JdbcCatalog`
+//! share:
 //!
 //! ```text
 //! iceberg_tables(catalog_name, table_namespace, table_name, metadata_location,
@@ -11,12 +12,16 @@
 //! [`SqlCatalog::upgrade_schema`] adds the column the way `JdbcCatalog` does when asked.
 //! Upstream `iceberg-catalog-sql` is not used: it panics on malformed pool properties, creates
 //! tables on connect and offers no compare-and-swap that Cryo's commit layer can call.
+//!
+//! Statements are written once for both databases: parameters as `$1`, `$2`, … in order of first
+//! use (sqlite reads them as named parameters bound by position), `ON CONFLICT DO NOTHING`.
 
 use std::path::PathBuf;
 use std::str::FromStr;
 use std::time::Duration;
 
-use sqlx::sqlite::{SqliteConnectOptions, SqliteConnection, SqlitePool, SqlitePoolOptions};
+use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
+use sqlx::sqlite::{SqliteConnectOptions, SqlitePool, SqlitePoolOptions};
 use sqlx::{Connection, Row};
 
 use super::{CatalogConfig, Namespace, TableId, props};
@@ -33,12 +38,60 @@ pub enum SqlSchemaVersion {
     V1,
 }
 
-/// A sqlite SQL catalog.
+/// A SQL catalog on sqlite or PostgreSQL.
 #[derive(Debug, Clone)]
 pub struct SqlCatalog {
     name: String,
-    pool: SqlitePool,
-    path: PathBuf,
+    pool: Pool,
+}
+
+#[derive(Debug, Clone)]
+enum Pool {
+    /// The database file and its pool.
+    Sqlite(SqlitePool, PathBuf),
+    Postgres(PgPool),
+}
+
+/// Which database serves the catalog.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum SqlDialect {
+    /// A sqlite file.
+    Sqlite,
+    /// A PostgreSQL server.
+    Postgres,
+}
+
+/// A PostgreSQL URI in any of the spellings users paste: SQLAlchemy's
+/// (`postgresql+psycopg2://user:pw@host:5432/db`), libpq's (`postgresql://`, `postgres://`) and
+/// JDBC's (`jdbc:postgresql://host:5432/db`, credentials in `jdbc.user`/`jdbc.password`, as
+/// Java's `JdbcCatalog` takes them). `None` if `uri` is not a PostgreSQL URI.
+pub(crate) fn postgres_options(
+    config: &CatalogConfig,
+    uri: &str,
+) -> Result<Option<PgConnectOptions>> {
+    let rest = uri.strip_prefix("jdbc:").unwrap_or(uri);
+    let Some((scheme, tail)) = rest.split_once("://") else {
+        return Ok(None);
+    };
+    let base = scheme.split('+').next().unwrap_or(scheme);
+    if !matches!(base, "postgres" | "postgresql") {
+        return Ok(None);
+    }
+    let mut options = PgConnectOptions::from_str(&format!("postgresql://{tail}")).map_err(|e| {
+        // sqlx's parse errors do not echo the URI; the catalog's redaction covers the rest.
+        Error::config(config.redact(&format!(
+            "catalog `{}`: `uri` is not a PostgreSQL URI: {e}",
+            config.name
+        )))
+    })?;
+    if let Some(user) = config.get("jdbc.user") {
+        options = options.username(user);
+    }
+    if let Some(password) = config.get("jdbc.password") {
+        options = options.password(password);
+    }
+    Ok(Some(options.application_name("cryo")))
 }
 
 /// Translate SQLAlchemy (`sqlite:////abs.db`, `sqlite+pysqlite:///rel.db`), JDBC
@@ -88,28 +141,16 @@ fn db_err(catalog: &str, what: &str, e: sqlx::Error) -> Error {
 }
 
 impl SqlCatalog {
-    /// Connect to the sqlite database named by `uri`.
+    /// Connect to the database named by `uri`: a sqlite file or a PostgreSQL server.
     ///
-    /// The file must exist unless `init_catalog_tables=true` (PyIceberg's property), in which
-    /// case the file and the catalog tables are created.
+    /// A sqlite file must exist unless `init_catalog_tables=true` (PyIceberg's property), in
+    /// which case the file is created. With `init_catalog_tables=true` the catalog tables are
+    /// created if absent (on PostgreSQL too); Cryo never creates them otherwise.
     pub async fn connect(config: &CatalogConfig) -> Result<Self> {
         let uri = config.require(props::URI)?;
-        if uri.starts_with("postgres") || uri.starts_with("jdbc:postgres") {
-            return Err(Error::unsupported(
-                "PostgreSQL SQL catalogs are not supported yet; sqlite is",
-            ));
-        }
-        let path = sqlite_path(uri)?;
         let init = config
             .get("init_catalog_tables")
             .is_some_and(|v| v.eq_ignore_ascii_case("true"));
-        if !init && !path.exists() {
-            return Err(Error::config(format!(
-                "catalog `{}`: sqlite database {} does not exist (set init_catalog_tables=true to create it)",
-                config.name,
-                path.display()
-            )));
-        }
         let max_connections = match config.get("pool.max-connections") {
             Some(v) => v.parse::<u32>().ok().filter(|n| *n > 0).ok_or_else(|| {
                 Error::config(format!(
@@ -119,6 +160,41 @@ impl SqlCatalog {
             })?,
             None => 4,
         };
+        let pool = if let Some(options) = postgres_options(config, uri)? {
+            let pool = PgPoolOptions::new()
+                .max_connections(max_connections)
+                .acquire_timeout(Duration::from_secs(10))
+                .connect_with(options)
+                .await
+                .map_err(|e| db_err(&config.name, "connect to PostgreSQL", e))?;
+            Pool::Postgres(pool)
+        } else {
+            Self::connect_sqlite(config, uri, init, max_connections).await?
+        };
+        let catalog = SqlCatalog {
+            name: config.name.clone(),
+            pool,
+        };
+        if init {
+            catalog.create_schema().await?;
+        }
+        Ok(catalog)
+    }
+
+    async fn connect_sqlite(
+        config: &CatalogConfig,
+        uri: &str,
+        init: bool,
+        max_connections: u32,
+    ) -> Result<Pool> {
+        let path = sqlite_path(uri)?;
+        if !init && !path.exists() {
+            return Err(Error::config(format!(
+                "catalog `{}`: sqlite database {} does not exist (set init_catalog_tables=true to create it)",
+                config.name,
+                path.display()
+            )));
+        }
         let options = SqliteConnectOptions::from_str("sqlite://")
             .map_err(|e| db_err(&config.name, "sqlite options", e))?
             .filename(&path)
@@ -138,49 +214,96 @@ impl SqlCatalog {
             .connect_with(options)
             .await
             .map_err(|e| db_err(&config.name, &format!("open {}", path.display()), e))?;
-        let catalog = SqlCatalog {
-            name: config.name.clone(),
-            pool,
-            path,
-        };
-        if init {
-            catalog.create_schema().await?;
-        }
-        Ok(catalog)
+        Ok(Pool::Sqlite(pool, path))
     }
 
-    /// Run `work` on one pooled connection, returning only once that connection's worker thread
-    /// is out of `SQLite`.
+    /// Run one statement, returning the first column of every row (`NULL` as `None`).
     ///
-    /// sqlx hands back a statement's last result before its worker thread resets the statement.
-    /// A process that forks in that window (Python's `os.fork()` right after a call returns)
-    /// copies the locks `SQLite` holds there, and the child hangs on its first `SQLite` call. A
-    /// ping is served by the same worker after that tail, so its answer means the worker is idle.
-    async fn with_conn<T>(
-        &self,
-        what: &str,
-        work: impl AsyncFnOnce(&mut SqliteConnection) -> std::result::Result<T, sqlx::Error>,
-    ) -> Result<T> {
-        let mut conn = self
-            .pool
-            .acquire()
-            .await
-            .map_err(|e| db_err(&self.name, what, e))?;
-        let out = work(&mut conn).await;
-        // An error here leaves the connection broken; the pool drops it on release.
-        let _ = conn.ping().await;
-        out.map_err(|e| db_err(&self.name, what, e))
+    /// On sqlite, returns only once the connection's worker thread is out of `SQLite`: sqlx
+    /// hands back a statement's last result before its worker resets the statement, and a
+    /// process that forks in that window (Python's `os.fork()` right after a call returns)
+    /// copies the locks `SQLite` holds there, leaving the child hung on its first `SQLite`
+    /// call. A ping is served by the same worker after that tail, so its answer means the
+    /// worker is idle.
+    async fn column(&self, what: &str, sql: &str, binds: &[&str]) -> Result<Vec<Option<String>>> {
+        let err = |e| db_err(&self.name, what, e);
+        match &self.pool {
+            Pool::Sqlite(pool, _) => {
+                let mut conn = pool.acquire().await.map_err(err)?;
+                let mut q = sqlx::query(sql);
+                for b in binds {
+                    q = q.bind(*b);
+                }
+                let out = q.fetch_all(&mut *conn).await.map(|rows| {
+                    rows.iter()
+                        .map(|r| r.try_get::<Option<String>, _>(0).ok().flatten())
+                        .collect()
+                });
+                // An error here leaves the connection broken; the pool drops it on release.
+                let _ = conn.ping().await;
+                out.map_err(err)
+            }
+            Pool::Postgres(pool) => {
+                let mut q = sqlx::query(sql);
+                for b in binds {
+                    q = q.bind(*b);
+                }
+                let rows = q.fetch_all(pool).await.map_err(err)?;
+                Ok(rows
+                    .iter()
+                    .map(|r| r.try_get::<Option<String>, _>(0).ok().flatten())
+                    .collect())
+            }
+        }
+    }
+
+    /// Run one statement, returning the number of rows it changed (see [`Self::column`]).
+    async fn execute(&self, what: &str, sql: &str, binds: &[&str]) -> Result<u64> {
+        let err = |e| db_err(&self.name, what, e);
+        match &self.pool {
+            Pool::Sqlite(pool, _) => {
+                let mut conn = pool.acquire().await.map_err(err)?;
+                let mut q = sqlx::query(sql);
+                for b in binds {
+                    q = q.bind(*b);
+                }
+                let out = q.execute(&mut *conn).await.map(|r| r.rows_affected());
+                let _ = conn.ping().await;
+                out.map_err(err)
+            }
+            Pool::Postgres(pool) => {
+                let mut q = sqlx::query(sql);
+                for b in binds {
+                    q = q.bind(*b);
+                }
+                Ok(q.execute(pool).await.map_err(err)?.rows_affected())
+            }
+        }
     }
 
     /// Close every pooled connection, waiting until each is closed (and for connections in use
     /// to come back first). Later calls through this catalog fail.
     pub async fn close(&self) {
-        self.pool.close().await;
+        match &self.pool {
+            Pool::Sqlite(pool, _) => pool.close().await,
+            Pool::Postgres(pool) => pool.close().await,
+        }
     }
 
-    /// The database file.
-    pub fn path(&self) -> &std::path::Path {
-        &self.path
+    /// The database file (`None` on PostgreSQL).
+    pub fn path(&self) -> Option<&std::path::Path> {
+        match &self.pool {
+            Pool::Sqlite(_, path) => Some(path),
+            Pool::Postgres(_) => None,
+        }
+    }
+
+    /// Which database serves the catalog.
+    pub fn dialect(&self) -> SqlDialect {
+        match &self.pool {
+            Pool::Sqlite(..) => SqlDialect::Sqlite,
+            Pool::Postgres(_) => SqlDialect::Postgres,
+        }
     }
 
     /// Catalog name.
@@ -205,31 +328,35 @@ impl SqlCatalog {
                 property_value VARCHAR(1000),
                 PRIMARY KEY (catalog_name, namespace, property_key))",
         ] {
-            self.with_conn("create catalog tables", async |conn| {
-                sqlx::query(ddl).execute(conn).await
-            })
-            .await?;
+            self.execute("create catalog tables", ddl, &[]).await?;
         }
         Ok(())
     }
 
+    /// The columns of a catalog table (lowercased), empty if it does not exist.
+    async fn columns(&self, table: &str) -> Result<Vec<String>> {
+        let sql = match self.dialect() {
+            SqlDialect::Sqlite => "SELECT name FROM pragma_table_info($1)",
+            SqlDialect::Postgres => {
+                "SELECT column_name::text FROM information_schema.columns
+                 WHERE table_schema = current_schema() AND table_name = $1"
+            }
+        };
+        Ok(self
+            .column("inspect schema", sql, &[table])
+            .await?
+            .into_iter()
+            .flatten()
+            .map(|c| c.to_ascii_lowercase())
+            .collect())
+    }
+
     /// Which schema the database has.
     pub async fn schema_version(&self) -> Result<SqlSchemaVersion> {
-        let rows = self
-            .with_conn("inspect schema", async |conn| {
-                sqlx::query("SELECT name FROM pragma_table_info('iceberg_tables')")
-                    .fetch_all(conn)
-                    .await
-            })
-            .await?;
-        if rows.is_empty() {
-            return Ok(SqlSchemaVersion::Empty);
-        }
-        let has_type = rows.iter().any(|r| {
-            r.try_get::<String, _>(0)
-                .is_ok_and(|n| n.eq_ignore_ascii_case("iceberg_type"))
-        });
-        Ok(if has_type {
+        let columns = self.columns("iceberg_tables").await?;
+        Ok(if columns.is_empty() {
+            SqlSchemaVersion::Empty
+        } else if columns.iter().any(|c| c == "iceberg_type") {
             SqlSchemaVersion::V1
         } else {
             SqlSchemaVersion::V0
@@ -240,11 +367,11 @@ impl SqlCatalog {
     pub async fn upgrade_schema(&self) -> Result<SqlSchemaVersion> {
         match self.schema_version().await? {
             SqlSchemaVersion::V0 => {
-                self.with_conn("upgrade schema", async |conn| {
-                    sqlx::query("ALTER TABLE iceberg_tables ADD COLUMN iceberg_type VARCHAR(5)")
-                        .execute(conn)
-                        .await
-                })
+                self.execute(
+                    "upgrade schema",
+                    "ALTER TABLE iceberg_tables ADD COLUMN iceberg_type VARCHAR(5)",
+                    &[],
+                )
                 .await?;
                 Ok(SqlSchemaVersion::V1)
             }
@@ -265,28 +392,21 @@ impl SqlCatalog {
         if version == SqlSchemaVersion::Empty {
             return Ok(Vec::new());
         }
-        let has_props = self
-            .with_conn("inspect schema", async |conn| {
-                sqlx::query("SELECT 1 FROM pragma_table_info('iceberg_namespace_properties')")
-                    .fetch_optional(conn)
-                    .await
-            })
+        let has_props = !self
+            .columns("iceberg_namespace_properties")
             .await?
-            .is_some();
+            .is_empty();
         let sql = if has_props {
-            "SELECT table_namespace FROM iceberg_tables WHERE catalog_name = ?1
-             UNION SELECT namespace FROM iceberg_namespace_properties WHERE catalog_name = ?1"
+            "SELECT table_namespace FROM iceberg_tables WHERE catalog_name = $1
+             UNION SELECT namespace FROM iceberg_namespace_properties WHERE catalog_name = $1"
         } else {
-            "SELECT DISTINCT table_namespace FROM iceberg_tables WHERE catalog_name = ?1"
+            "SELECT DISTINCT table_namespace FROM iceberg_tables WHERE catalog_name = $1"
         };
-        let rows = self
-            .with_conn("list namespaces", async |conn| {
-                sqlx::query(sql).bind(&self.name).fetch_all(conn).await
-            })
-            .await?;
-        let mut out: Vec<Namespace> = rows
-            .iter()
-            .filter_map(|r| r.try_get::<String, _>(0).ok())
+        let mut out: Vec<Namespace> = self
+            .column("list namespaces", sql, &[&self.name])
+            .await?
+            .into_iter()
+            .flatten()
             .map(|s| Namespace::parse_dotted(&s))
             .collect();
         out.sort();
@@ -301,21 +421,14 @@ impl SqlCatalog {
             return Ok(Vec::new());
         }
         let sql = format!(
-            "SELECT table_name FROM iceberg_tables WHERE catalog_name = ? AND table_namespace = ?{} ORDER BY table_name",
+            "SELECT table_name FROM iceberg_tables WHERE catalog_name = $1 AND table_namespace = $2{} ORDER BY table_name",
             Self::table_filter(version)
         );
-        let rows = self
-            .with_conn("list tables", async |conn| {
-                sqlx::query(&sql)
-                    .bind(&self.name)
-                    .bind(ns.dotted())
-                    .fetch_all(conn)
-                    .await
-            })
-            .await?;
-        Ok(rows
-            .iter()
-            .filter_map(|r| r.try_get::<String, _>(0).ok())
+        Ok(self
+            .column("list tables", &sql, &[&self.name, &ns.dotted()])
+            .await?
+            .into_iter()
+            .flatten()
             .map(|name| TableId::new(ns.clone(), name))
             .collect())
     }
@@ -329,20 +442,17 @@ impl SqlCatalog {
             });
         }
         let sql = format!(
-            "SELECT metadata_location FROM iceberg_tables WHERE catalog_name = ? AND table_namespace = ? AND table_name = ?{}",
+            "SELECT metadata_location FROM iceberg_tables WHERE catalog_name = $1 AND table_namespace = $2 AND table_name = $3{}",
             Self::table_filter(version)
         );
-        let row = self
-            .with_conn("load table", async |conn| {
-                sqlx::query(&sql)
-                    .bind(&self.name)
-                    .bind(id.namespace.dotted())
-                    .bind(&id.name)
-                    .fetch_optional(conn)
-                    .await
-            })
+        let rows = self
+            .column(
+                "load table",
+                &sql,
+                &[&self.name, &id.namespace.dotted(), &id.name],
+            )
             .await?;
-        match row.and_then(|r| r.try_get::<Option<String>, _>(0).ok()) {
+        match rows.into_iter().next() {
             Some(Some(loc)) => Ok(loc),
             Some(None) => Err(Error::metadata(
                 id,
@@ -359,33 +469,33 @@ impl SqlCatalog {
     pub(crate) async fn insert_table(&self, id: &TableId, metadata_location: &str) -> Result<()> {
         let version = self.schema_version().await?;
         let sql = if version == SqlSchemaVersion::V0 {
-            "INSERT INTO iceberg_tables (catalog_name, table_namespace, table_name, metadata_location, previous_metadata_location) VALUES (?, ?, ?, ?, NULL)"
+            "INSERT INTO iceberg_tables (catalog_name, table_namespace, table_name, metadata_location, previous_metadata_location) VALUES ($1, $2, $3, $4, NULL)"
         } else {
-            "INSERT INTO iceberg_tables (catalog_name, table_namespace, table_name, metadata_location, previous_metadata_location, iceberg_type) VALUES (?, ?, ?, ?, NULL, 'TABLE')"
+            "INSERT INTO iceberg_tables (catalog_name, table_namespace, table_name, metadata_location, previous_metadata_location, iceberg_type) VALUES ($1, $2, $3, $4, NULL, 'TABLE')"
         };
-        self.with_conn(&format!("create table {id}"), async |conn| {
-            sqlx::query(sql)
-                .bind(&self.name)
-                .bind(id.namespace.dotted())
-                .bind(&id.name)
-                .bind(metadata_location)
-                .execute(conn)
-                .await
-        })
+        self.execute(
+            &format!("create table {id}"),
+            sql,
+            &[
+                &self.name,
+                &id.namespace.dotted(),
+                &id.name,
+                metadata_location,
+            ],
+        )
         .await?;
         Ok(())
     }
 
     /// Record a namespace (PyIceberg writes an `exists` property).
     pub(crate) async fn create_namespace(&self, ns: &Namespace) -> Result<()> {
-        self.with_conn(&format!("create namespace {ns}"), async |conn| {
-sqlx::query(
-            "INSERT OR IGNORE INTO iceberg_namespace_properties (catalog_name, namespace, property_key, property_value) VALUES (?, ?, 'exists', 'true')",
+        self.execute(
+            &format!("create namespace {ns}"),
+            "INSERT INTO iceberg_namespace_properties (catalog_name, namespace, property_key, property_value)
+             VALUES ($1, $2, 'exists', 'true') ON CONFLICT DO NOTHING",
+            &[&self.name, &ns.dotted()],
         )
-        .bind(&self.name)
-        .bind(ns.dotted()).execute(conn).await
-})
-.await?;
+        .await?;
         Ok(())
     }
 
@@ -398,20 +508,15 @@ sqlx::query(
         expected: &str,
         new: &str,
     ) -> Result<bool> {
-        let res = self.with_conn(&format!("commit {id}"), async |conn| {
-sqlx::query(
-            "UPDATE iceberg_tables SET metadata_location = ?, previous_metadata_location = ?
-             WHERE catalog_name = ? AND table_namespace = ? AND table_name = ? AND metadata_location = ?",
-        )
-        .bind(new)
-        .bind(expected)
-        .bind(&self.name)
-        .bind(id.namespace.dotted())
-        .bind(&id.name)
-        .bind(expected).execute(conn).await
-})
-.await?;
-        Ok(res.rows_affected() == 1)
+        let changed = self
+            .execute(
+                &format!("commit {id}"),
+                "UPDATE iceberg_tables SET metadata_location = $1, previous_metadata_location = $2
+                 WHERE catalog_name = $3 AND table_namespace = $4 AND table_name = $5 AND metadata_location = $2",
+                &[new, expected, &self.name, &id.namespace.dotted(), &id.name],
+            )
+            .await?;
+        Ok(changed == 1)
     }
 }
 

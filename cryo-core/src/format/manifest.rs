@@ -274,6 +274,7 @@ fn for_each_entry(
 }
 
 /// [`for_each_live`] with the fast reader; visits nothing unless the whole file decodes.
+#[cfg(any(test, feature = "fuzz"))]
 pub(crate) fn live_fast(
     bytes: &[u8],
     visit: &mut impl FnMut(LiveRef<'_>),
@@ -286,6 +287,7 @@ pub(crate) fn live_fast(
 }
 
 /// [`for_each_deleted`] with the fast reader; visits nothing unless the whole file decodes.
+#[cfg(any(test, feature = "fuzz"))]
 pub(crate) fn deleted_fast(
     bytes: &[u8],
     visit: &mut impl FnMut(DeletedRef<'_>),

@@ -244,13 +244,16 @@ impl ObjectStorage {
                 .with_endpoint(endpoint)
                 .with_allow_http(endpoint.starts_with("http://"));
         }
-        if let Some(v) = p(props::S3_ACCESS_KEY_ID) {
+        // PyIceberg's precedence: the `s3.*` credential, else the shared `client.*` one.
+        if let Some(v) = p(props::S3_ACCESS_KEY_ID).or_else(|| p(props::CLIENT_ACCESS_KEY_ID)) {
             b = b.with_access_key_id(v);
         }
-        if let Some(v) = p(props::S3_SECRET_ACCESS_KEY) {
+        if let Some(v) =
+            p(props::S3_SECRET_ACCESS_KEY).or_else(|| p(props::CLIENT_SECRET_ACCESS_KEY))
+        {
             b = b.with_secret_access_key(v);
         }
-        if let Some(v) = p(props::S3_SESSION_TOKEN) {
+        if let Some(v) = p(props::S3_SESSION_TOKEN).or_else(|| p(props::CLIENT_SESSION_TOKEN)) {
             b = b.with_token(v);
         }
         if let Some(v) = p(props::S3_REGION).or_else(|| p(props::CLIENT_REGION)) {

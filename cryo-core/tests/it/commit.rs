@@ -422,6 +422,83 @@ async fn concurrent_commit_conflicts_on_sql_catalogs() {
     second_writer_conflicts(&catalog, &id).await;
 }
 
+/// The same compare-and-swap on a PostgreSQL catalog database (`scripts/services.sh` starts the
+/// server); each run scopes its rows by a catalog name of its own.
+#[tokio::test]
+#[ignore = "needs the peers: scripts/test.sh runs it (cargo test -- --include-ignored)"]
+async fn concurrent_commit_conflicts_on_postgres_catalogs() {
+    let dir = tempfile::tempdir().unwrap();
+    let name = format!("it_{}", uuid::Uuid::new_v4().simple());
+    let uri = crate::common::service_env("CRYO_POSTGRES_URI");
+    let config = CatalogConfig::new(
+        name.clone(),
+        [
+            ("uri", uri.clone()),
+            ("warehouse", format!("file://{}/wh", dir.path().display())),
+            ("init_catalog_tables", "true".to_string()),
+        ],
+    );
+    let catalog = Catalog::connect(config).await.unwrap();
+    assert_eq!(
+        catalog.as_sql().unwrap().dialect(),
+        cryo_core::catalog::SqlDialect::Postgres
+    );
+    catalog
+        .create_namespace(&Namespace::new(["db"]))
+        .await
+        .unwrap();
+    let id = TableId::parse("db.race").unwrap();
+    let t = catalog
+        .create_table(&id, NewTable::new(schema()))
+        .await
+        .unwrap();
+    append(&catalog, &t, rows(0, 5, 1)).await;
+    assert_eq!(catalog.list_all_tables().await.unwrap(), vec![id.clone()]);
+    second_writer_conflicts(&catalog, &id).await;
+    let scan = scan_table(&catalog, &id, &ScanOptions::default(), &SystemClock)
+        .await
+        .unwrap();
+    assert_eq!(scan.data_files.records, 5 + 3);
+
+    // The JDBC spelling with credentials in jdbc.user/jdbc.password reaches the same rows.
+    let url = url::Url::parse(&uri).unwrap();
+    let jdbc = CatalogConfig::new(
+        name.clone(),
+        [
+            (
+                "uri",
+                format!(
+                    "jdbc:postgresql://{}:{}{}",
+                    url.host_str().unwrap(),
+                    url.port().unwrap(),
+                    url.path()
+                ),
+            ),
+            ("jdbc.user", url.username().to_string()),
+            ("jdbc.password", url.password().unwrap().to_string()),
+        ],
+    );
+    let again = Catalog::connect(jdbc).await.unwrap();
+    assert_eq!(
+        again.load_table(&id).await.unwrap().metadata_location,
+        catalog.load_table(&id).await.unwrap().metadata_location
+    );
+
+    // A wrong password is a typed catalog error that shows neither password.
+    let mut wrong = url.clone();
+    wrong.set_password(Some("not-the-password")).unwrap();
+    let err = Catalog::connect(CatalogConfig::new(name, [("uri", wrong.to_string())]))
+        .await
+        .unwrap_err();
+    let msg = err.to_string();
+    assert!(matches!(err, Error::Catalog { .. }), "{msg}");
+    assert!(msg.contains("password authentication failed"), "{msg}");
+    assert!(
+        !msg.contains("not-the-password") && !msg.contains(url.password().unwrap()),
+        "{msg}"
+    );
+}
+
 #[tokio::test]
 async fn hadoop_tables_commit_with_version_files() {
     let dir = tempfile::tempdir().unwrap();

@@ -37,10 +37,10 @@ from __future__ import annotations
 
 import logging as _logging
 import os
-from typing import Any, Union
+from typing import Any, Optional, Union
 
 from . import _cryo, engines, report
-from ._catalog import Catalog, Instant
+from ._catalog import Catalog, Instant, _property
 from ._cryo import (
     ArrowResult,
     CommitFence,
@@ -97,6 +97,20 @@ def render(plan: Plan, dialect: str, **options: Any) -> str:
     """The plan as a SQL script for ``"trino"`` (options ``catalog``, ``version``) or ``"spark"``
     (``catalog``, ``spark_version``, ``iceberg_version``); same as ``plan.render(...)``."""
     return plan.render(dialect, **options)
+
+
+def load_catalog(name: Optional[str] = None, **properties: object) -> Catalog:
+    """The catalog PyIceberg's configuration names, as PyIceberg's ``load_catalog`` finds it.
+
+    The first ``.pyiceberg.yaml`` of ``$PYICEBERG_HOME``, the home directory and the current
+    directory, with ``PYICEBERG_CATALOG__<NAME>__<PROPERTY>`` environment variables on top, then
+    ``properties``. Without a name, ``default-catalog`` (or ``PYICEBERG_DEFAULT_CATALOG``) names
+    it, else ``default``. Raises :class:`cryo.NotFoundError` when nothing configures the catalog.
+
+    >>> prod = cryo.load_catalog("prod")  # doctest: +SKIP
+    """
+    resolved, props = _cryo.pyiceberg_config(name, {k: _property(k, v) for k, v in properties.items()})
+    return Catalog(resolved, **props)
 
 
 def demo_lake(path: Union[str, os.PathLike[str]], **options: Any) -> DemoLake:
@@ -192,6 +206,7 @@ __all__ = [
     "engines",
     "grade",
     "grade_fleet",
+    "load_catalog",
     "read_receipts",
     "render",
     "report",

@@ -10,7 +10,9 @@
     cryo run   --catalog catalog.json --plan plan.json --reviewed FINGERPRINT --execute
 
 The catalog file is JSON, ``{"name": "prod", "properties": {"type": "rest", "uri": ...}}``:
-PyIceberg's catalog properties (the same file the Rust examples read). ``--demo DIR`` uses the
+PyIceberg's catalog properties (the same file the Rust examples read). ``--catalog-name NAME``
+takes catalog NAME from PyIceberg's own configuration (``.pyiceberg.yaml``,
+``PYICEBERG_CATALOG__NAME__*`` variables), as ``pyiceberg.catalog.load_catalog`` does. ``--demo DIR`` uses the
 demo lake there instead (building it first if it is not there).
 
 Text for people by default, ``--json`` for machines. ``run`` changes nothing unless given
@@ -28,7 +30,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any, Callable, Optional
 
-from . import _cryo, demo_lake, grade, report
+from . import _cryo, demo_lake, grade, load_catalog, report
 from ._catalog import Catalog
 from ._cryo import FleetScan, HealthReport, Plan, TableScan
 from .errors import ConfigError, CryoError, NotFoundError, RefusedError, ValidationError
@@ -76,7 +78,9 @@ def _catalog(args: argparse.Namespace) -> Catalog:
         return demo_lake(args.demo).catalog
     if args.catalog is not None:
         return load_catalog_file(args.catalog)
-    raise UsageError("say which catalog: --catalog FILE (JSON) or --demo DIR")
+    if args.catalog_name is not None:
+        return load_catalog(args.catalog_name)
+    raise UsageError("say which catalog: --catalog FILE (JSON), --catalog-name NAME (PyIceberg's configuration) or --demo DIR")
 
 
 def _scans(args: argparse.Namespace, catalog: Catalog) -> tuple[list[TableScan], Optional[FleetScan]]:
@@ -264,6 +268,11 @@ def _parser() -> argparse.ArgumentParser:
     source = argparse.ArgumentParser(add_help=False)
     where = source.add_mutually_exclusive_group()
     where.add_argument("--catalog", metavar="FILE", help='catalog JSON: {"name": ..., "properties": {...}}')
+    where.add_argument(
+        "--catalog-name",
+        metavar="NAME",
+        help="catalog NAME of PyIceberg's configuration (.pyiceberg.yaml, PYICEBERG_CATALOG__NAME__* variables)",
+    )
     where.add_argument("--demo", metavar="DIR", help="use the demo lake in DIR (built if missing)")
 
     select = argparse.ArgumentParser(add_help=False)
