@@ -155,7 +155,7 @@ export interface RenderOptions extends Options {
 export declare const __napiBindingTarget: 'native' | 'wasm32-wasi' | 'wasm32-wasip1'
 
 /**
- * A connected Iceberg catalog (sql, rest, hadoop or a single static table), configured with
+ * A connected Iceberg catalog (sql, glue, rest, hadoop or a single static table), configured with
  * PyIceberg's property names (`type`, `uri`, `warehouse`, `s3.endpoint`, `token`, …).
  */
 export declare class Catalog {
@@ -163,7 +163,7 @@ export declare class Catalog {
   static connect(name: string, properties: Record<string, string | number | boolean>): Promise<Catalog>
   /** Catalog name. */
   get name(): string
-  /** `sql`, `rest`, `hadoop` or `static`. */
+  /** `sql`, `glue`, `rest`, `hadoop` or `static`. */
   get kind(): string
   /** Every table, as `namespace.table` identifiers. */
   listTables(): Promise<Array<string>>

@@ -45,7 +45,7 @@ use crate::runtime::{finish_holding_gil, wait};
 /// Longest a dropped catalog waits for its connections to close.
 const CLOSE_LIMIT: std::time::Duration = std::time::Duration::from_secs(5);
 
-/// A connected Iceberg catalog (sql, rest, hadoop or a single static table), configured with
+/// A connected Iceberg catalog (sql, glue, rest, hadoop or a single static table), configured with
 /// PyIceberg's properties.
 ///
 /// Connections do not survive `os.fork()` (their threads stay in the parent), so a catalog used
@@ -151,7 +151,7 @@ impl Catalog {
         self.current().name().to_string()
     }
 
-    /// `sql`, `rest`, `hadoop` or `static`.
+    /// `sql`, `glue`, `rest`, `hadoop` or `static`.
     #[getter]
     fn kind(&self) -> PyResult<String> {
         match serde_json::to_value(self.current().kind()) {

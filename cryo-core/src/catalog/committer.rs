@@ -272,6 +272,63 @@ impl CatalogCommitter for SqlCommitter {
     }
 }
 
+/// Commits to an AWS Glue catalog: the next `metadata.json` is written beside the head (named as
+/// on SQL catalogs, created only if absent), then the table's `metadata_location` parameter is
+/// swapped by `UpdateTable` with the `VersionId` read together with the checked head
+/// ([`glue`](super::glue)).
+#[derive(Debug, Clone)]
+pub struct GlueCommitter {
+    client: Arc<super::glue::GlueClient>,
+}
+
+impl GlueCommitter {
+    pub(crate) fn new(client: Arc<super::glue::GlueClient>) -> Self {
+        Self { client }
+    }
+}
+
+#[async_trait]
+impl CatalogCommitter for GlueCommitter {
+    async fn load_head(&self, base: &LoadedTable) -> Result<LoadedTable> {
+        let location = self.client.metadata_location(&base.id).await?;
+        load_at(base, location).await
+    }
+
+    async fn publish(&self, head: &LoadedTable, metadata: &TableMetadata) -> Result<String> {
+        let table = head.id.to_string();
+        let expected = head.metadata_location.as_deref().ok_or_else(|| {
+            Error::Internal(format!("{table}: Glue head without a metadata location"))
+        })?;
+        let version = sql_metadata_version(expected).map_or(0, |v| v + 1);
+        let (bytes, suffix) = encode_metadata(&table, metadata)?;
+        let location = format!(
+            "{}/{version:05}-{}{suffix}",
+            metadata_dir(metadata),
+            uuid::Uuid::new_v4()
+        );
+        if !head.storage.write_if_absent(&location, bytes).await? {
+            return Err(conflict(&head.id, format!("{location} already exists")));
+        }
+        match self
+            .client
+            .swap_metadata_location(&head.id, expected, &location)
+            .await
+        {
+            Ok(true) => Ok(location),
+            Ok(false) => {
+                discard(&head.storage, &location).await;
+                Err(conflict(
+                    &head.id,
+                    format!("another writer replaced {expected} first"),
+                ))
+            }
+            // Unknown outcome (a timeout, a 5xx after the request was sent): keep the file, it
+            // may be the table's head now; the commit driver looks before it deletes anything.
+            Err(e) => Err(e),
+        }
+    }
+}
+
 /// Whether a catalog error is sqlite refusing a write because another process holds its lock.
 fn sql_lock_error(e: &Error) -> bool {
     matches!(e, Error::Catalog { source: Some(src), .. }

@@ -15,6 +15,8 @@ pub enum CatalogKind {
     Sql,
     /// Iceberg REST catalog.
     Rest,
+    /// AWS Glue Data Catalog.
+    Glue,
     /// Hadoop-style warehouse directory (`<ns>/<table>/metadata/version-hint.text`).
     Hadoop,
     /// A single table given by its `metadata.json` (or table directory).
@@ -86,15 +88,16 @@ impl CatalogConfig {
             return match t.to_ascii_lowercase().as_str() {
                 "sql" | "jdbc" => Ok(CatalogKind::Sql),
                 "rest" => Ok(CatalogKind::Rest),
+                "glue" => Ok(CatalogKind::Glue),
                 "hadoop" => Ok(CatalogKind::Hadoop),
                 "static" | "file" => Ok(CatalogKind::Static),
                 other => Err(match props::missing_kind(other) {
                     Some(what) => Error::unsupported(format!(
-                        "catalog `{}`: type `{other}` ({what}) is not supported yet; Cryo serves sql, rest, hadoop and static catalogs",
+                        "catalog `{}`: type `{other}` ({what}) is not supported yet; Cryo serves sql, rest, glue, hadoop and static catalogs",
                         self.name
                     )),
                     None => Error::config(format!(
-                        "catalog `{}`: type `{other}` is not a catalog type (sql, rest, hadoop, static)",
+                        "catalog `{}`: type `{other}` is not a catalog type (sql, rest, glue, hadoop, static)",
                         self.name
                     )),
                 }),

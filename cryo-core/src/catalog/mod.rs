@@ -9,6 +9,7 @@
 pub(crate) mod committer;
 mod config;
 mod create;
+pub mod glue;
 pub(crate) mod hadoop;
 pub mod props;
 mod pyiceberg;
@@ -24,7 +25,7 @@ use iceberg::spec::TableMetadataRef;
 use iceberg::{CatalogBuilder, NamespaceIdent, TableIdent};
 use serde::{Deserialize, Serialize};
 
-pub use committer::{CatalogCommitter, HadoopCommitter, SqlCommitter, TableChanges};
+pub use committer::{CatalogCommitter, GlueCommitter, HadoopCommitter, SqlCommitter, TableChanges};
 pub use config::{CatalogConfig, CatalogKind};
 pub use create::NewTable;
 use create::{create_hadoop_table, create_sql_table};
@@ -214,6 +215,7 @@ impl LoadedTable {
 
 enum Backend {
     Sql(SqlCatalog),
+    Glue(Arc<glue::GlueClient>),
     Rest(Box<iceberg_catalog_rest::RestCatalog>),
     Hadoop { warehouse: String },
     Static { location: String, id: TableId },
@@ -249,6 +251,12 @@ impl Catalog {
         let factory = ObjectStorageFactory::new();
         let backend = match kind {
             CatalogKind::Sql => Backend::Sql(SqlCatalog::connect(&config).await?),
+            CatalogKind::Glue => {
+                let client = glue::GlueClient::new(&config)?;
+                // Ask for the databases now so a wrong endpoint or credential fails here.
+                client.list_namespaces().await?;
+                Backend::Glue(Arc::new(client))
+            }
             CatalogKind::Rest => {
                 let props = config
                     .properties
@@ -352,6 +360,7 @@ impl Catalog {
     pub async fn list_namespaces(&self) -> Result<Vec<Namespace>> {
         match &self.backend {
             Backend::Sql(s) => s.list_namespaces().await,
+            Backend::Glue(g) => g.list_namespaces().await,
             Backend::Rest(r) => {
                 let mut out = Vec::new();
                 let mut queue: Vec<Option<NamespaceIdent>> = vec![None];
@@ -387,6 +396,7 @@ impl Catalog {
     pub async fn list_tables(&self, ns: &Namespace) -> Result<Vec<TableId>> {
         match &self.backend {
             Backend::Sql(s) => s.list_tables(ns).await,
+            Backend::Glue(g) => g.list_tables(ns).await,
             Backend::Rest(r) => {
                 let tables = iceberg::Catalog::list_tables(r.as_ref(), &ns.to_iceberg()?)
                     .await
@@ -428,6 +438,10 @@ impl Catalog {
         match &self.backend {
             Backend::Sql(s) => {
                 let location = s.metadata_location(id).await?;
+                self.load_from_location(id, location).await
+            }
+            Backend::Glue(g) => {
+                let location = g.metadata_location(id).await?;
                 self.load_from_location(id, location).await
             }
             Backend::Rest(r) => {
@@ -485,6 +499,7 @@ impl Catalog {
     pub fn committer(&self) -> Result<std::sync::Arc<dyn CatalogCommitter>> {
         match &self.backend {
             Backend::Sql(s) => Ok(Arc::new(SqlCommitter::new(s.clone()))),
+            Backend::Glue(g) => Ok(Arc::new(GlueCommitter::new(Arc::clone(g)))),
             Backend::Hadoop { .. } => Ok(Arc::new(HadoopCommitter::new())),
             Backend::Rest(_) => Ok(Arc::new(RestCommitter::new(&self.config)?)),
             Backend::Static { .. } => Err(Error::unsupported(format!(
@@ -506,6 +521,7 @@ impl Catalog {
         }
         match &self.backend {
             Backend::Sql(s) => s.create_namespace(ns).await,
+            Backend::Glue(g) => g.create_database(ns).await,
             Backend::Hadoop { .. } => Ok(()),
             Backend::Rest(r) => {
                 let ident = ns.to_iceberg()?;
@@ -559,6 +575,12 @@ impl Catalog {
             Backend::Static { .. } => {
                 return Err(Error::unsupported(format!(
                     "catalog `{}` is a single metadata file and read-only",
+                    self.config.name
+                )));
+            }
+            Backend::Glue(_) => {
+                return Err(Error::unsupported(format!(
+                    "catalog `{}`: creating tables in Glue is not supported yet (create them with PyIceberg or Spark)",
                     self.config.name
                 )));
             }

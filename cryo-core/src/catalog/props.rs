@@ -90,7 +90,6 @@ pub struct PropertyNote {
 /// Catalog types PyIceberg and Java know that Cryo does not serve yet, with what they are.
 pub(crate) fn missing_kind(kind: &str) -> Option<&'static str> {
     Some(match kind {
-        "glue" => "AWS Glue",
         "hive" => "Hive Metastore",
         "dynamodb" => "DynamoDB",
         "bigquery" => "BigQuery metastore",
@@ -182,7 +181,7 @@ pub fn support(key: &str) -> Support {
         _ if prefixed("hdfs.") => Missing("HDFS storage"),
         _ if prefixed("oss.") => Missing("Alibaba OSS storage"),
         _ if prefixed("hf.") => Missing("Hugging Face storage"),
-        _ if prefixed("glue.") => Missing("AWS Glue catalogs"),
+        "glue.profile-name" => Missing("AWS profiles"),
         _ if prefixed("hive.") || prefixed("lock-check-") => Missing("Hive Metastore catalogs"),
         _ if prefixed("dynamodb.") => Missing("DynamoDB catalogs"),
         _ => Unknown,

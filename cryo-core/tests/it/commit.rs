@@ -499,6 +499,169 @@ async fn concurrent_commit_conflicts_on_postgres_catalogs() {
     );
 }
 
+/// One Glue call to moto's server, the way a test sets a table up (moto routes a request by the
+/// service in its credential scope and does not check signatures).
+async fn glue_call(endpoint: &str, op: &str, body: serde_json::Value) -> serde_json::Value {
+    let response = reqwest::Client::new()
+        .post(endpoint)
+        .header("content-type", "application/x-amz-json-1.1")
+        .header("x-amz-target", format!("AWSGlue.{op}"))
+        .header(
+            "authorization",
+            "AWS4-HMAC-SHA256 Credential=testing/20260101/us-east-1/glue/aws4_request, SignedHeaders=host, Signature=00",
+        )
+        .body(body.to_string())
+        .send()
+        .await
+        .unwrap();
+    let status = response.status();
+    let text = response.text().await.unwrap();
+    assert!(status.is_success(), "{op}: {status} {text}");
+    serde_json::from_str(&text).unwrap()
+}
+
+/// A table written through a sqlite catalog under `dir`, registered in a new Glue database
+/// (Glue only holds the pointer): the database and the table as written.
+async fn register_in_glue(endpoint: &str, dir: &std::path::Path) -> (String, LoadedTable) {
+    let sql = sql_catalog(dir).await;
+    let sid = TableId::parse("db.race").unwrap();
+    let t = sql
+        .create_table(&sid, NewTable::new(schema()))
+        .await
+        .unwrap();
+    let t = append(&sql, &t, rows(0, 5, 1)).await;
+    let db = format!("it_{}", uuid::Uuid::new_v4().simple());
+    glue_call(
+        endpoint,
+        "CreateDatabase",
+        serde_json::json!({ "DatabaseInput": { "Name": db } }),
+    )
+    .await;
+    glue_call(
+        endpoint,
+        "CreateTable",
+        serde_json::json!({
+            "DatabaseName": db,
+            "TableInput": {
+                "Name": "race",
+                "Description": "kept across commits",
+                "TableType": "EXTERNAL_TABLE",
+                "Parameters": { "table_type": "ICEBERG", "metadata_location": t.metadata_location, "owner-team": "data" },
+                "StorageDescriptor": { "Location": t.metadata.location(), "Columns": [{ "Name": "id", "Type": "bigint" }] },
+            }
+        }),
+    )
+    .await;
+    (db, t)
+}
+
+/// Glue (moto's server implements its API): a table registered in Glue commits through Cryo's
+/// compare-and-swap (the `metadata_location` check, then `UpdateTable` with the `VersionId` read),
+/// a second writer from the same base conflicts and changes nothing, the table's other Glue
+/// fields survive the update, and a table dropped under a loaded one is `NotFound`.
+#[tokio::test]
+#[ignore = "needs the peers: scripts/test.sh runs it (cargo test -- --include-ignored)"]
+async fn concurrent_commit_conflicts_on_glue_catalogs() {
+    let endpoint = crate::common::service_env("CRYO_MOTO_ENDPOINT");
+    let dir = tempfile::tempdir().unwrap();
+    let (db, t) = register_in_glue(&endpoint, dir.path()).await;
+    let config = CatalogConfig::new(
+        "glue",
+        [
+            ("type", "glue".to_string()),
+            ("glue.endpoint", endpoint.clone()),
+            ("glue.region", "us-east-1".to_string()),
+            ("glue.access-key-id", "testing".to_string()),
+            ("glue.secret-access-key", "planted-secret-g".to_string()),
+        ],
+    );
+    let glue = Catalog::connect(config).await.unwrap();
+    let ns = Namespace::new([db.clone()]);
+    let id = TableId::new(ns.clone(), "race");
+    assert_eq!(glue.list_tables(&ns).await.unwrap(), vec![id.clone()]);
+    assert!(glue.list_namespaces().await.unwrap().contains(&ns));
+    let before = glue.load_table(&id).await.unwrap();
+    assert_eq!(before.metadata_location, t.metadata_location);
+
+    second_writer_conflicts(&glue, &id).await;
+    let head = glue.load_table(&id).await.unwrap();
+    let raw = glue_call(
+        &endpoint,
+        "GetTable",
+        serde_json::json!({ "DatabaseName": db, "Name": "race" }),
+    )
+    .await;
+    let params = &raw["Table"]["Parameters"];
+    assert_eq!(
+        params["metadata_location"].as_str(),
+        head.metadata_location.as_deref()
+    );
+    // The previous location is the head's predecessor (the last entry of its metadata log).
+    let previous = head
+        .metadata
+        .metadata_log()
+        .last()
+        .map(|l| l.metadata_file.clone());
+    assert_eq!(
+        params["previous_metadata_location"].as_str(),
+        previous.as_deref()
+    );
+    assert_eq!(params["table_type"], "ICEBERG");
+    assert_eq!(params["owner-team"], "data");
+    assert_eq!(raw["Table"]["Description"], "kept across commits");
+    assert_eq!(
+        raw["Table"]["StorageDescriptor"]["Location"],
+        t.metadata.location()
+    );
+
+    // Dropped between load and commit: the commit is refused as NotFound, and changes nothing.
+    glue_call(
+        &endpoint,
+        "DeleteTable",
+        serde_json::json!({ "DatabaseName": db, "Name": "race" }),
+    )
+    .await;
+    let staged = SnapshotProducer::new(&head)
+        .add_data_files(
+            write_data_files(&head, [rows(9000, 2, 1)])
+                .await
+                .unwrap()
+                .files,
+        )
+        .stage()
+        .await
+        .unwrap();
+    let err = staged
+        .commit(glue.committer().unwrap().as_ref())
+        .await
+        .unwrap_err();
+    assert!(matches!(err, Error::NotFound { .. }), "{err}");
+    assert!(!err.to_string().contains("planted-secret-g"), "{err}");
+    let err = glue.load_table(&id).await.unwrap_err();
+    assert!(matches!(err, Error::NotFound { .. }), "{err}");
+}
+
+/// A Glue that does not answer is a retryable catalog error that shows no credential.
+#[tokio::test]
+async fn a_glue_catalog_that_is_down_is_a_retryable_error() {
+    let down = CatalogConfig::new(
+        "glue",
+        [
+            ("type", "glue"),
+            ("glue.endpoint", "http://127.0.0.1:9"),
+            ("glue.region", "us-east-1"),
+            ("glue.access-key-id", "testing"),
+            ("glue.secret-access-key", "planted-secret-g"),
+        ],
+    );
+    let err = Catalog::connect(down).await.unwrap_err();
+    assert!(
+        matches!(err, Error::Catalog { .. }) && err.is_retryable(),
+        "{err}"
+    );
+    assert!(!err.to_string().contains("planted-secret-g"), "{err}");
+}
+
 #[tokio::test]
 async fn hadoop_tables_commit_with_version_files() {
     let dir = tempfile::tempdir().unwrap();
