@@ -155,15 +155,16 @@ export interface RenderOptions extends Options {
 export declare const __napiBindingTarget: 'native' | 'wasm32-wasi' | 'wasm32-wasip1'
 
 /**
- * A connected Iceberg catalog (sql, glue, rest, hadoop or a single static table), configured with
- * PyIceberg's property names (`type`, `uri`, `warehouse`, `s3.endpoint`, `token`, …).
+ * A connected Iceberg catalog (sql, glue, hive, rest, hadoop or a single static table),
+ * configured with PyIceberg's property names (`type`, `uri`, `warehouse`, `s3.endpoint`, `token`,
+ * …).
  */
 export declare class Catalog {
   /** Connect to a catalog: `await Catalog.connect("prod", { type: "rest", uri, warehouse })`. */
   static connect(name: string, properties: Record<string, string | number | boolean>): Promise<Catalog>
   /** Catalog name. */
   get name(): string
-  /** `sql`, `glue`, `rest`, `hadoop` or `static`. */
+  /** `sql`, `glue`, `hive`, `rest`, `hadoop` or `static`. */
   get kind(): string
   /** Every table, as `namespace.table` identifiers. */
   listTables(): Promise<Array<string>>

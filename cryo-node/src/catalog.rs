@@ -92,8 +92,9 @@ fn property(value: Either3<String, f64, bool>) -> String {
     }
 }
 
-/// A connected Iceberg catalog (sql, glue, rest, hadoop or a single static table), configured with
-/// PyIceberg's property names (`type`, `uri`, `warehouse`, `s3.endpoint`, `token`, …).
+/// A connected Iceberg catalog (sql, glue, hive, rest, hadoop or a single static table),
+/// configured with PyIceberg's property names (`type`, `uri`, `warehouse`, `s3.endpoint`, `token`,
+/// …).
 #[napi]
 pub struct Catalog {
     inner: Arc<CoreCatalog>,
@@ -165,7 +166,7 @@ impl Catalog {
         self.inner.name().to_string()
     }
 
-    /// `sql`, `glue`, `rest`, `hadoop` or `static`.
+    /// `sql`, `glue`, `hive`, `rest`, `hadoop` or `static`.
     #[napi(getter)]
     pub fn kind(&self) -> napi::Result<String> {
         serde_name(&self.inner.kind())

@@ -38,7 +38,9 @@ test('loadCatalog reads PyIceberg\'s configuration: .pyiceberg.yaml, then PYICEB
       assert.deepEqual((await cat.listTables()).sort(), [...lake.tables].sort())
     }
     await assert.rejects(cryo.loadCatalog('absent'), (err) => err instanceof cryo.NotFoundError && /PYICEBERG_CATALOG__ABSENT__/.test(err.message))
-    await assert.rejects(cryo.loadCatalog(name, { 'gcs.project-id': 'p' }), (err) => err instanceof cryo.UnsupportedError && /GCS storage/.test(err.message))
+    // Not served yet: logged by name and ignored; server-side encryption Cryo cannot apply: refused.
+    assert.equal((await cryo.loadCatalog(name, { 'gcs.project-id': 'p' })).name, name)
+    await assert.rejects(cryo.loadCatalog(name, { 's3.sse-kms-key-id': 'k' }), (err) => err instanceof cryo.UnsupportedError && /server-side encryption/.test(err.message))
   } finally {
     if (saved.home === undefined) delete process.env.PYICEBERG_HOME
     else process.env.PYICEBERG_HOME = saved.home

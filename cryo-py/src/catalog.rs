@@ -45,8 +45,8 @@ use crate::runtime::{finish_holding_gil, wait};
 /// Longest a dropped catalog waits for its connections to close.
 const CLOSE_LIMIT: std::time::Duration = std::time::Duration::from_secs(5);
 
-/// A connected Iceberg catalog (sql, glue, rest, hadoop or a single static table), configured with
-/// PyIceberg's properties.
+/// A connected Iceberg catalog (sql, glue, hive, rest, hadoop or a single static table),
+/// configured with PyIceberg's properties.
 ///
 /// Connections do not survive `os.fork()` (their threads stay in the parent), so a catalog used
 /// in a forked child (an Airflow worker) reconnects there from its configuration first.
@@ -151,7 +151,7 @@ impl Catalog {
         self.current().name().to_string()
     }
 
-    /// `sql`, `glue`, `rest`, `hadoop` or `static`.
+    /// `sql`, `glue`, `hive`, `rest`, `hadoop` or `static`.
     #[getter]
     fn kind(&self) -> PyResult<String> {
         match serde_json::to_value(self.current().kind()) {

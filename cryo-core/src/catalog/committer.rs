@@ -299,16 +299,7 @@ impl CatalogCommitter for GlueCommitter {
         let expected = head.metadata_location.as_deref().ok_or_else(|| {
             Error::Internal(format!("{table}: Glue head without a metadata location"))
         })?;
-        let version = sql_metadata_version(expected).map_or(0, |v| v + 1);
-        let (bytes, suffix) = encode_metadata(&table, metadata)?;
-        let location = format!(
-            "{}/{version:05}-{}{suffix}",
-            metadata_dir(metadata),
-            uuid::Uuid::new_v4()
-        );
-        if !head.storage.write_if_absent(&location, bytes).await? {
-            return Err(conflict(&head.id, format!("{location} already exists")));
-        }
+        let location = write_next_metadata(head, expected, metadata).await?;
         match self
             .client
             .swap_metadata_location(&head.id, expected, &location)
@@ -327,6 +318,81 @@ impl CatalogCommitter for GlueCommitter {
             Err(e) => Err(e),
         }
     }
+}
+
+/// Commits to a Hive Metastore: the next `metadata.json` is written beside the head (named as on
+/// SQL catalogs, created only if absent), then, under the metastore's exclusive table lock, the
+/// table's `metadata_location` is checked and altered (the protocol of Java's
+/// `HiveTableOperations`).
+#[derive(Debug, Clone)]
+pub struct HiveCommitter {
+    client: Arc<super::hive::HiveClient>,
+}
+
+impl HiveCommitter {
+    pub(crate) fn new(client: Arc<super::hive::HiveClient>) -> Self {
+        Self { client }
+    }
+}
+
+#[async_trait]
+impl CatalogCommitter for HiveCommitter {
+    async fn load_head(&self, base: &LoadedTable) -> Result<LoadedTable> {
+        let location = self.client.metadata_location(&base.id).await?;
+        load_at(base, location).await
+    }
+
+    async fn publish(&self, head: &LoadedTable, metadata: &TableMetadata) -> Result<String> {
+        let table = head.id.to_string();
+        let expected = head.metadata_location.as_deref().ok_or_else(|| {
+            Error::Internal(format!(
+                "{table}: metastore head without a metadata location"
+            ))
+        })?;
+        let location = write_next_metadata(head, expected, metadata).await?;
+        match self
+            .client
+            .swap_metadata_location(&head.id, expected, &location)
+            .await
+        {
+            Ok(true) => Ok(location),
+            Ok(false) => {
+                discard(&head.storage, &location).await;
+                Err(conflict(
+                    &head.id,
+                    format!("another writer replaced {expected} first"),
+                ))
+            }
+            Err(e @ Error::CommitConflict { .. }) => {
+                // The lock was not granted: nothing was altered.
+                discard(&head.storage, &location).await;
+                Err(e)
+            }
+            // Unknown outcome: keep the file (see GlueCommitter).
+            Err(e) => Err(e),
+        }
+    }
+}
+
+/// Write `metadata` as the successor of the head at `expected`, named as PyIceberg and Java name
+/// files in pointer catalogs (`NNNNN-<uuid>.metadata.json`), only if absent.
+async fn write_next_metadata(
+    head: &LoadedTable,
+    expected: &str,
+    metadata: &TableMetadata,
+) -> Result<String> {
+    let table = head.id.to_string();
+    let version = sql_metadata_version(expected).map_or(0, |v| v + 1);
+    let (bytes, suffix) = encode_metadata(&table, metadata)?;
+    let location = format!(
+        "{}/{version:05}-{}{suffix}",
+        metadata_dir(metadata),
+        uuid::Uuid::new_v4()
+    );
+    if !head.storage.write_if_absent(&location, bytes).await? {
+        return Err(conflict(&head.id, format!("{location} already exists")));
+    }
+    Ok(location)
 }
 
 /// Whether a catalog error is sqlite refusing a write because another process holds its lock.

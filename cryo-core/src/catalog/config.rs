@@ -17,6 +17,8 @@ pub enum CatalogKind {
     Rest,
     /// AWS Glue Data Catalog.
     Glue,
+    /// Hive Metastore (Thrift).
+    Hive,
     /// Hadoop-style warehouse directory (`<ns>/<table>/metadata/version-hint.text`).
     Hadoop,
     /// A single table given by its `metadata.json` (or table directory).
@@ -89,15 +91,16 @@ impl CatalogConfig {
                 "sql" | "jdbc" => Ok(CatalogKind::Sql),
                 "rest" => Ok(CatalogKind::Rest),
                 "glue" => Ok(CatalogKind::Glue),
+                "hive" => Ok(CatalogKind::Hive),
                 "hadoop" => Ok(CatalogKind::Hadoop),
                 "static" | "file" => Ok(CatalogKind::Static),
                 other => Err(match props::missing_kind(other) {
                     Some(what) => Error::unsupported(format!(
-                        "catalog `{}`: type `{other}` ({what}) is not supported yet; Cryo serves sql, rest, glue, hadoop and static catalogs",
+                        "catalog `{}`: type `{other}` ({what}) is not supported yet; Cryo serves sql, rest, glue, hive, hadoop and static catalogs",
                         self.name
                     )),
                     None => Error::config(format!(
-                        "catalog `{}`: type `{other}` is not a catalog type (sql, rest, glue, hadoop, static)",
+                        "catalog `{}`: type `{other}` is not a catalog type (sql, rest, glue, hive, hadoop, static)",
                         self.name
                     )),
                 }),
@@ -110,6 +113,7 @@ impl CatalogConfig {
             Some(uri) if uri.starts_with("http://") || uri.starts_with("https://") => {
                 Ok(CatalogKind::Rest)
             }
+            Some(uri) if uri.starts_with("thrift://") => Ok(CatalogKind::Hive),
             Some(uri)
                 if ["sqlite", "jdbc:sqlite", "postgres", "jdbc:postgresql"]
                     .iter()
@@ -144,13 +148,23 @@ impl CatalogConfig {
             .collect()
     }
 
-    /// Fail on properties Cryo understands but cannot serve (naming what is missing), and log
-    /// the ones it does not know, by name (never their values).
+    /// Log what Cryo makes of the properties it does not simply use, by name (never a value):
+    /// ones it does not know, and ones it knows but cannot serve yet (with what is missing). A
+    /// catalog whose files Cryo would write against the user's settings (server-side encryption
+    /// it cannot apply) or that names Python code is refused instead.
     pub(crate) fn check_properties(&self) -> Result<()> {
-        let mut missing = Vec::new();
+        let mut refused = Vec::new();
         for note in self.property_notes() {
             match note.support {
-                props::Support::Missing(what) => missing.push(format!("`{}` ({what})", note.key)),
+                props::Support::Missing(what) if props::refuses(&note.key) => {
+                    refused.push(format!("`{}` ({what})", note.key));
+                }
+                props::Support::Missing(what) => tracing::warn!(
+                    catalog = %self.name,
+                    property = %note.key,
+                    "catalog property `{}` is not served yet ({what}); it is ignored",
+                    note.key
+                ),
                 props::Support::Unknown => tracing::warn!(
                     catalog = %self.name,
                     property = %note.key,
@@ -166,13 +180,13 @@ impl CatalogConfig {
                 props::Support::Used => {}
             }
         }
-        if missing.is_empty() {
+        if refused.is_empty() {
             Ok(())
         } else {
             Err(Error::unsupported(format!(
                 "catalog `{}`: Cryo cannot serve {} yet",
                 self.name,
-                missing.join(", ")
+                refused.join(", ")
             )))
         }
     }

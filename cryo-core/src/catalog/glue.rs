@@ -468,6 +468,32 @@ impl GlueClient {
         }
     }
 
+    /// Register an existing table (its `metadata.json` at `metadata_location`, its files under
+    /// `location`) as a Glue Iceberg table.
+    pub(crate) async fn register_table(
+        &self,
+        id: &TableId,
+        location: &str,
+        metadata_location: &str,
+    ) -> Result<()> {
+        let db = Self::database(&id.namespace)?;
+        self.call(
+            &format!("register {id}"),
+            "CreateTable",
+            json!({
+                "DatabaseName": db,
+                "TableInput": {
+                    "Name": id.name,
+                    "TableType": "EXTERNAL_TABLE",
+                    "Parameters": { "table_type": "ICEBERG", "metadata_location": metadata_location, "EXTERNAL": "TRUE" },
+                    "StorageDescriptor": { "Location": location },
+                }
+            }),
+        )
+        .await
+        .map(|_| ())
+    }
+
     /// Swap the table's `metadata_location` from `expected` to `new`: `Ok(false)` when another
     /// writer moved it first (seen before the update, or refused by Glue's `VersionId` check).
     pub(crate) async fn swap_metadata_location(

@@ -11,6 +11,7 @@ mod config;
 mod create;
 pub mod glue;
 pub(crate) mod hadoop;
+mod hive;
 pub mod props;
 mod pyiceberg;
 mod rest;
@@ -25,7 +26,9 @@ use iceberg::spec::TableMetadataRef;
 use iceberg::{CatalogBuilder, NamespaceIdent, TableIdent};
 use serde::{Deserialize, Serialize};
 
-pub use committer::{CatalogCommitter, GlueCommitter, HadoopCommitter, SqlCommitter, TableChanges};
+pub use committer::{
+    CatalogCommitter, GlueCommitter, HadoopCommitter, HiveCommitter, SqlCommitter, TableChanges,
+};
 pub use config::{CatalogConfig, CatalogKind};
 pub use create::NewTable;
 use create::{create_hadoop_table, create_sql_table};
@@ -216,6 +219,7 @@ impl LoadedTable {
 enum Backend {
     Sql(SqlCatalog),
     Glue(Arc<glue::GlueClient>),
+    Hive(Arc<hive::HiveClient>),
     Rest(Box<iceberg_catalog_rest::RestCatalog>),
     Hadoop { warehouse: String },
     Static { location: String, id: TableId },
@@ -256,6 +260,12 @@ impl Catalog {
                 // Ask for the databases now so a wrong endpoint or credential fails here.
                 client.list_namespaces().await?;
                 Backend::Glue(Arc::new(client))
+            }
+            CatalogKind::Hive => {
+                let client = hive::HiveClient::new(&config)?;
+                // Ask for the databases now so a wrong URI fails here.
+                client.list_namespaces().await?;
+                Backend::Hive(Arc::new(client))
             }
             CatalogKind::Rest => {
                 let props = config
@@ -361,6 +371,7 @@ impl Catalog {
         match &self.backend {
             Backend::Sql(s) => s.list_namespaces().await,
             Backend::Glue(g) => g.list_namespaces().await,
+            Backend::Hive(h) => h.list_namespaces().await,
             Backend::Rest(r) => {
                 let mut out = Vec::new();
                 let mut queue: Vec<Option<NamespaceIdent>> = vec![None];
@@ -397,6 +408,7 @@ impl Catalog {
         match &self.backend {
             Backend::Sql(s) => s.list_tables(ns).await,
             Backend::Glue(g) => g.list_tables(ns).await,
+            Backend::Hive(h) => h.list_tables(ns).await,
             Backend::Rest(r) => {
                 let tables = iceberg::Catalog::list_tables(r.as_ref(), &ns.to_iceberg()?)
                     .await
@@ -442,6 +454,10 @@ impl Catalog {
             }
             Backend::Glue(g) => {
                 let location = g.metadata_location(id).await?;
+                self.load_from_location(id, location).await
+            }
+            Backend::Hive(h) => {
+                let location = h.metadata_location(id).await?;
                 self.load_from_location(id, location).await
             }
             Backend::Rest(r) => {
@@ -500,6 +516,7 @@ impl Catalog {
         match &self.backend {
             Backend::Sql(s) => Ok(Arc::new(SqlCommitter::new(s.clone()))),
             Backend::Glue(g) => Ok(Arc::new(GlueCommitter::new(Arc::clone(g)))),
+            Backend::Hive(h) => Ok(Arc::new(HiveCommitter::new(Arc::clone(h)))),
             Backend::Hadoop { .. } => Ok(Arc::new(HadoopCommitter::new())),
             Backend::Rest(_) => Ok(Arc::new(RestCommitter::new(&self.config)?)),
             Backend::Static { .. } => Err(Error::unsupported(format!(
@@ -522,6 +539,7 @@ impl Catalog {
         match &self.backend {
             Backend::Sql(s) => s.create_namespace(ns).await,
             Backend::Glue(g) => g.create_database(ns).await,
+            Backend::Hive(h) => h.create_database(ns).await,
             Backend::Hadoop { .. } => Ok(()),
             Backend::Rest(r) => {
                 let ident = ns.to_iceberg()?;
@@ -548,6 +566,38 @@ impl Catalog {
                 self.config.name
             ))),
         }
+    }
+
+    /// Register a table whose `metadata.json` already exists (Iceberg's `register_table`: a
+    /// migration, or a table written elsewhere) under `id`, and return it as loaded. Served by
+    /// SQL, Glue and Hive catalogs; an existing table is an [`Error::Catalog`].
+    pub async fn register_table(
+        &self,
+        id: &TableId,
+        metadata_location: &str,
+    ) -> Result<LoadedTable> {
+        let storage = self.storage();
+        let metadata =
+            crate::format::read_table_metadata(&storage, &id.to_string(), metadata_location)
+                .await?;
+        match &self.backend {
+            Backend::Sql(s) => s.insert_table(id, metadata_location).await?,
+            Backend::Glue(g) => {
+                g.register_table(id, metadata.location(), metadata_location)
+                    .await?;
+            }
+            Backend::Hive(h) => {
+                h.register_table(id, metadata.location(), metadata_location)
+                    .await?;
+            }
+            Backend::Rest(_) | Backend::Hadoop { .. } | Backend::Static { .. } => {
+                return Err(Error::unsupported(format!(
+                    "catalog `{}`: registering tables is served by sql, glue and hive catalogs",
+                    self.config.name
+                )));
+            }
+        }
+        self.load_table(id).await
     }
 
     /// Create a table and return it as loaded (see [`NewTable`]).
@@ -578,9 +628,9 @@ impl Catalog {
                     self.config.name
                 )));
             }
-            Backend::Glue(_) => {
+            Backend::Glue(_) | Backend::Hive(_) => {
                 return Err(Error::unsupported(format!(
-                    "catalog `{}`: creating tables in Glue is not supported yet (create them with PyIceberg or Spark)",
+                    "catalog `{}`: creating tables in Glue or a Hive Metastore is not supported yet (create them with PyIceberg or Spark)",
                     self.config.name
                 )));
             }

@@ -71,7 +71,8 @@ pub enum Support {
     Used,
     /// Understood, and without effect on Cryo (why).
     Ignored(&'static str),
-    /// Understood, and not served yet (what is missing): a catalog with it is refused.
+    /// Understood, and not served yet (what is missing): logged by name and ignored, or, where
+    /// ignoring it would write files against the user's settings, the catalog is refused.
     Missing(&'static str),
     /// Not a property Cryo knows: reported by name and ignored.
     Unknown,
@@ -90,13 +91,21 @@ pub struct PropertyNote {
 /// Catalog types PyIceberg and Java know that Cryo does not serve yet, with what they are.
 pub(crate) fn missing_kind(kind: &str) -> Option<&'static str> {
     Some(match kind {
-        "hive" => "Hive Metastore",
         "dynamodb" => "DynamoDB",
         "bigquery" => "BigQuery metastore",
         "in-memory" | "in_memory" => "an in-memory catalog other engines cannot share",
         "nessie" => "Nessie's own API (Nessie serves the REST catalog too: type rest)",
         _ => return None,
     })
+}
+
+/// Whether a catalog with the unserved property `key` is refused rather than warned about: Cryo
+/// would write files without the server-side encryption asked for, or cannot run Python code.
+pub(crate) fn refuses(key: &str) -> bool {
+    matches!(
+        key.to_ascii_lowercase().as_str(),
+        "s3.server-side-encryption" | "s3.sse-kms-key-id" | "py-catalog-impl"
+    )
 }
 
 /// What Cryo makes of the property `key`, by PyIceberg's (and Java's) names.
@@ -182,7 +191,6 @@ pub fn support(key: &str) -> Support {
         _ if prefixed("oss.") => Missing("Alibaba OSS storage"),
         _ if prefixed("hf.") => Missing("Hugging Face storage"),
         "glue.profile-name" => Missing("AWS profiles"),
-        _ if prefixed("hive.") || prefixed("lock-check-") => Missing("Hive Metastore catalogs"),
         _ if prefixed("dynamodb.") => Missing("DynamoDB catalogs"),
         _ => Unknown,
     }

@@ -641,6 +641,58 @@ async fn concurrent_commit_conflicts_on_glue_catalogs() {
     assert!(matches!(err, Error::NotFound { .. }), "{err}");
 }
 
+/// Hive Metastore (the standalone metastore `scripts/services.sh` starts): a table registered in
+/// the metastore commits through Cryo under the metastore's table lock, a second writer from the
+/// same base conflicts and changes nothing, and the table's parameters record the previous head.
+#[tokio::test]
+#[ignore = "needs the peers: scripts/test.sh runs it (cargo test -- --include-ignored)"]
+async fn concurrent_commit_conflicts_on_hive_catalogs() {
+    let uri = crate::common::service_env("CRYO_HMS_URI");
+    let dir = tempfile::tempdir().unwrap();
+    let sql = sql_catalog(dir.path()).await;
+    let sid = TableId::parse("db.race").unwrap();
+    let t = sql
+        .create_table(&sid, NewTable::new(schema()))
+        .await
+        .unwrap();
+    let t = append(&sql, &t, rows(0, 5, 1)).await;
+    let hive = Catalog::connect(CatalogConfig::new(
+        "hive",
+        [("type", "hive".to_string()), ("uri", uri)],
+    ))
+    .await
+    .unwrap();
+    let ns = Namespace::new([format!("it_{}", uuid::Uuid::new_v4().simple())]);
+    hive.create_namespace(&ns).await.unwrap();
+    hive.create_namespace(&ns).await.unwrap();
+    let id = TableId::new(ns.clone(), "race");
+    let registered = hive
+        .register_table(&id, t.metadata_location.as_deref().unwrap())
+        .await
+        .unwrap();
+    assert_eq!(registered.metadata_location, t.metadata_location);
+    let err = hive
+        .register_table(&id, t.metadata_location.as_deref().unwrap())
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("AlreadyExists"), "{err}");
+    assert_eq!(hive.list_tables(&ns).await.unwrap(), vec![id.clone()]);
+    assert!(hive.list_namespaces().await.unwrap().contains(&ns));
+
+    second_writer_conflicts(&hive, &id).await;
+    let head = hive.load_table(&id).await.unwrap();
+    assert_ne!(head.metadata_location, t.metadata_location);
+    let scan = scan_table(&hive, &id, &ScanOptions::default(), &SystemClock)
+        .await
+        .unwrap();
+    assert_eq!(scan.data_files.records, 5 + 3);
+    let err = hive
+        .load_table(&TableId::new(ns, "absent"))
+        .await
+        .unwrap_err();
+    assert!(matches!(err, Error::NotFound { .. }), "{err}");
+}
+
 /// A Glue that does not answer is a retryable catalog error that shows no credential.
 #[tokio::test]
 async fn a_glue_catalog_that_is_down_is_a_retryable_error() {

@@ -82,8 +82,8 @@ class Catalog:
     >>> cat = Catalog("local", type="sql", uri="sqlite:////tmp/catalog.db", warehouse="file:///tmp/wh")  # doctest: +SKIP
 
     Supported types: ``sql`` (sqlite or PostgreSQL, the schema PyIceberg's ``SqlCatalog`` and
-    Java's ``JdbcCatalog`` share), ``glue``, ``rest``, ``hadoop`` and ``static`` (one table's
-    ``metadata.json``). :func:`cryo.load_catalog` reads PyIceberg's ``.pyiceberg.yaml``.
+    Java's ``JdbcCatalog`` share), ``glue``, ``hive``, ``rest``, ``hadoop`` and ``static`` (one
+    table's ``metadata.json``). :func:`cryo.load_catalog` reads PyIceberg's ``.pyiceberg.yaml``.
     Storage properties (``s3.endpoint``, ``s3.access-key-id``, …) use PyIceberg's names.
 
     Every method that changes a table takes ``dry_run``: left as ``None`` it is cryo-core's
@@ -121,7 +121,7 @@ class Catalog:
 
     @property
     def kind(self) -> str:
-        """``sql``, ``glue``, ``rest``, ``hadoop`` or ``static``."""
+        """``sql``, ``glue``, ``hive``, ``rest``, ``hadoop`` or ``static``."""
         return self._native.kind
 
     def list_tables(self) -> list[str]:

@@ -44,6 +44,7 @@ __all__ = [
     "grade",
     "health_report",
     "plan_text",
+    "pyiceberg_config",
     "python_engine",
     "read_receipts",
     "receipts_text",
