@@ -278,7 +278,23 @@ mod tests {
             c(&[("metadata-location", "/t/metadata/v1.metadata.json")]).unwrap(),
             CatalogKind::Static
         );
-        assert!(c(&[("uri", "thrift://hms:9083")]).is_err());
+        assert_eq!(
+            c(&[("uri", "thrift://hms:9083")]).unwrap(),
+            CatalogKind::Hive
+        );
+        assert_eq!(
+            c(&[("uri", "postgresql+psycopg2://u@h/db")]).unwrap(),
+            CatalogKind::Sql
+        );
+        assert_eq!(
+            c(&[("type", "glue"), ("glue.region", "us-east-1")]).unwrap(),
+            CatalogKind::Glue
+        );
+        assert!(c(&[("uri", "mysql://h/db")]).is_err());
+        assert!(matches!(
+            c(&[("type", "dynamodb")]).unwrap_err(),
+            Error::Unsupported { .. }
+        ));
         assert!(c(&[("type", "glue2")]).is_err());
         assert!(c(&[]).is_err());
     }
