@@ -229,17 +229,7 @@ impl CatalogCommitter for SqlCommitter {
         let expected = head.metadata_location.as_deref().ok_or_else(|| {
             Error::Internal(format!("{table}: SQL head without a metadata location"))
         })?;
-        let version = sql_metadata_version(expected).map_or(0, |v| v + 1);
-        let (bytes, suffix) = encode_metadata(&table, metadata)?;
-        let location = format!(
-            "{}/{version:05}-{}{suffix}",
-            metadata_dir(metadata),
-            uuid::Uuid::new_v4()
-        );
-        if !head.storage.write_if_absent(&location, bytes).await? {
-            // A random UUID collided with an existing file: treat like any lost race.
-            return Err(conflict(&head.id, format!("{location} already exists")));
-        }
+        let location = write_next_metadata(head, expected, metadata).await?;
         match self
             .catalog
             .swap_metadata_location(&head.id, expected, &location)
