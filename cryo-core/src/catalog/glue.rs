@@ -332,12 +332,7 @@ impl GlueClient {
     }
 
     fn database(ns: &Namespace) -> Result<&str> {
-        match ns.0.as_slice() {
-            [db] => Ok(db),
-            _ => Err(Error::validation(format!(
-                "namespace `{ns}`: a Glue database is one level"
-            ))),
-        }
+        ns.single_level("a Glue database")
     }
 
     /// Every database.

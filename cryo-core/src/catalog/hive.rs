@@ -364,12 +364,7 @@ impl HiveClient {
     }
 
     fn database(ns: &Namespace) -> Result<&str> {
-        match ns.0.as_slice() {
-            [db] => Ok(db),
-            _ => Err(Error::validation(format!(
-                "namespace `{ns}`: a metastore database is one level"
-            ))),
-        }
+        ns.single_level("a metastore database")
     }
 
     /// Every database.

@@ -60,6 +60,17 @@ impl Namespace {
         self.0.join(".")
     }
 
+    /// The one level of a namespace in catalogs whose databases do not nest (Glue, Hive), or a
+    /// validation error saying `what` is one level.
+    pub(crate) fn single_level(&self, what: &str) -> Result<&str> {
+        match self.0.as_slice() {
+            [level] => Ok(level),
+            _ => Err(Error::validation(format!(
+                "namespace `{self}`: {what} is one level"
+            ))),
+        }
+    }
+
     fn to_iceberg(&self) -> Result<NamespaceIdent> {
         NamespaceIdent::from_vec(self.0.clone())
             .map_err(|e| Error::validation(format!("namespace `{self}`: {}", e.message())))
