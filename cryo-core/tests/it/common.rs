@@ -1,8 +1,8 @@
 //! Shared helpers: the fixture tables written by PyIceberg and Spark (`tests/fixtures/make_fixtures.py`).
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
-use cryo_core::CatalogConfig;
+use cryo_core::{Catalog, CatalogConfig, Namespace};
 use serde_json::Value;
 
 /// Repository root.
@@ -69,4 +69,74 @@ pub fn service_env(name: &str) -> String {
              services.env"
         ),
     }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Object stores on loopback: SeaweedFS's S3 and Azurite
+// ---------------------------------------------------------------------------------------------
+
+/// A SQL catalog (sqlite here) whose warehouse is a fresh prefix of `root` (a bucket or
+/// container of one of the loopback object stores), configured with `props`.
+pub async fn object_store_catalog(
+    dir: &Path,
+    root: &str,
+    props: Vec<(&str, String)>,
+) -> (Catalog, String) {
+    let prefix = format!(
+        "{root}/cryo-it-{}",
+        &uuid::Uuid::new_v4().simple().to_string()[..12]
+    );
+    std::fs::create_dir_all(dir).unwrap();
+    let mut config = CatalogConfig::local("objects", dir);
+    config.properties.insert("warehouse".into(), prefix.clone());
+    config
+        .properties
+        .insert("init_catalog_tables".into(), "true".into());
+    for (k, v) in props {
+        config.properties.insert(k.into(), v);
+    }
+    let catalog = Catalog::connect(config).await.unwrap();
+    catalog
+        .create_namespace(&Namespace::new(["db"]))
+        .await
+        .unwrap();
+    (catalog, prefix)
+}
+
+/// SeaweedFS's S3.
+pub async fn s3_catalog(dir: &Path) -> (Catalog, String) {
+    let bucket = service_env("CRYO_SEAWEED_BUCKET");
+    let props = vec![
+        ("s3.endpoint", service_env("CRYO_SEAWEED_S3_ENDPOINT")),
+        ("s3.access-key-id", service_env("CRYO_SEAWEED_ACCESS_KEY")),
+        (
+            "s3.secret-access-key",
+            service_env("CRYO_SEAWEED_SECRET_KEY"),
+        ),
+        ("s3.path-style-access", "true".into()),
+        ("s3.region", "us-east-1".into()),
+    ];
+    object_store_catalog(dir, &format!("s3://{bucket}"), props).await
+}
+
+/// Azurite's blob service, with PyIceberg's (PyArrow's) properties for the endpoint and key,
+/// and an ADLS Gen2 location as Spark and PyIceberg write them.
+pub async fn azure_catalog(dir: &Path) -> (Catalog, String) {
+    let account = service_env("CRYO_AZURITE_ACCOUNT");
+    let container = service_env("CRYO_AZURITE_CONTAINER");
+    let endpoint = service_env("CRYO_AZURITE_ENDPOINT");
+    let authority = endpoint
+        .trim_start_matches("http://")
+        .split('/')
+        .next()
+        .unwrap()
+        .to_string();
+    let props = vec![
+        ("adls.account-name", account.clone()),
+        ("adls.account-key", service_env("CRYO_AZURITE_KEY")),
+        ("adls.blob-storage-authority", authority),
+        ("adls.blob-storage-scheme", "http".into()),
+    ];
+    let root = format!("abfss://{container}@{account}.dfs.core.windows.net");
+    object_store_catalog(dir, &root, props).await
 }

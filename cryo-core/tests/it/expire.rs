@@ -613,6 +613,27 @@ async fn expires_history_on_hadoop_tables() {
 }
 
 #[tokio::test]
+#[ignore = "needs the peers: scripts/test.sh runs it (cargo test -- --include-ignored)"]
+async fn expires_history_on_s3_and_azure() {
+    let dir = tempfile::tempdir().unwrap();
+    for (name, (catalog, prefix)) in [
+        (
+            "s3",
+            crate::common::s3_catalog(&dir.path().join("s3")).await,
+        ),
+        (
+            "azure",
+            crate::common::azure_catalog(&dir.path().join("azure")).await,
+        ),
+    ] {
+        let id = TableId::parse("db.history").unwrap();
+        expire_history(&catalog, &id).await;
+        let t = catalog.load_table(&id).await.unwrap();
+        assert!(t.metadata.location().starts_with(&prefix), "{name}");
+    }
+}
+
+#[tokio::test]
 async fn refuses_bad_input_and_changes_nothing() {
     let dir = tempfile::tempdir().unwrap();
     let catalog = sql_catalog(dir.path()).await;
