@@ -210,9 +210,16 @@ export declare class Catalog {
   /** Check that every file the table's snapshots reference exists (reads nothing else). */
   missingFiles(table: string, options?: Options): Promise<MissingFilesOutcome>
   /**
+   * The receipts of a receipt log (a JSON-lines file, or an object-store location read with
+   * this catalog's storage properties), oldest first, as an Arrow IPC stream.
+   */
+  readReceipts(location: string): Promise<Buffer>
+  /**
    * Run a plan on Cryo's native engine: a dry run unless `dryRun: false` (cryo-core's
-   * default). `lockDir`: take a file lock per table there; `receiptLog`: append a receipt per
-   * decision (JSON lines; `readReceipts(path)`). Other options: cryo-core's
+   * default). `lockDir`: take a lock per table there (a directory of file locks, `"catalog"`
+   * for the SQL catalog's PostgreSQL database, or an object-store location); `receiptLog`:
+   * append a receipt per decision (a JSON-lines file, `readReceipts(path)`, or an
+   * object-store location). Other options: cryo-core's
    * `MaintenanceOptions` (`actor`, `window`, `deadlineMs`, …).
    */
   run(plan: Plan, options?: RunOptions, progress?: (event: ProgressEvent) => void): Promise<RunOutcome>
@@ -248,7 +255,7 @@ export declare class CommitFence {
    * The option cryo-core reads (`{ dir, wait_ms }`); `index.js` passes a fence given as
    * `commitFence` this way.
    */
-  toOption(): { dir: string; wait_ms: number }
+  toOption(): { dir: string; wait_ms: number; database?: string }
   /** `CommitFence(/var/lib/cryo/fence, waitMs=60000)`. */
   toString(): string
 }
@@ -433,6 +440,11 @@ export interface CommitFenceOptions {
    * nothing is committed and the files it wrote are deleted.
    */
   waitMs?: number
+  /**
+   * A PostgreSQL URI (the SQL catalog's own database, say): the fence is advisory locks
+   * there, for writers and maintainers on many machines; `dir` is then unused (give `""`).
+   */
+  database?: string
 }
 
 /** What `compact` did (or, in a dry run, would do). */

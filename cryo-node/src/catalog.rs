@@ -13,7 +13,7 @@ use cryo_core::exec::trino::{TrinoConfig, TrinoEngine};
 use cryo_core::exec::{
     ControlSources, FleetOptions, FleetRun, MaintenanceOptions, MaintenanceRun, SqlEngine,
 };
-use cryo_core::govern::{Bandit, BanditConfig, Governor, Limits, LocalLocks};
+use cryo_core::govern::{Bandit, BanditConfig, Governor, Limits, open_locks};
 use cryo_core::grade::GradeOptions;
 use cryo_core::maintain::{
     ExpireOptions, FindMissingFilesOptions, RemoveOrphanFilesOptions, RewriteManifestsOptions,
@@ -22,7 +22,7 @@ use cryo_core::maintain::{
 };
 use cryo_core::plan::{PlanOptions, TableControl, plan_scans};
 use cryo_core::progress::ProgressSink;
-use cryo_core::receipt::JsonLinesLog;
+use cryo_core::receipt::ReceiptLog;
 use cryo_core::render::{TrinoDialect, TrinoOptions};
 use cryo_core::scan::arrow::files_schema;
 use cryo_core::scan::{
@@ -388,9 +388,24 @@ impl Catalog {
         MissingFilesOutcome::from_core(&outcome)
     }
 
+    /// The receipts of a receipt log (a JSON-lines file, or an object-store location read with
+    /// this catalog's storage properties), oldest first, as an Arrow IPC stream.
+    #[napi]
+    pub async fn read_receipts(&self, location: String) -> napi::Result<Buffer> {
+        let cat = Arc::clone(&self.inner);
+        let batch = run(Some(self.config()), move || async move {
+            let receipts = ReceiptLog::open(&cat, &location)?.read().await?;
+            cryo_core::receipt::receipts_batch(&receipts)
+        })
+        .await?;
+        crate::arrow::ipc(&batch)
+    }
+
     /// Run a plan on Cryo's native engine: a dry run unless `dryRun: false` (cryo-core's
-    /// default). `lockDir`: take a file lock per table there; `receiptLog`: append a receipt per
-    /// decision (JSON lines; `readReceipts(path)`). Other options: cryo-core's
+    /// default). `lockDir`: take a lock per table there (a directory of file locks, `"catalog"`
+    /// for the SQL catalog's PostgreSQL database, or an object-store location); `receiptLog`:
+    /// append a receipt per decision (a JSON-lines file, `readReceipts(path)`, or an
+    /// object-store location). Other options: cryo-core's
     /// `MaintenanceOptions` (`actor`, `window`, `deadlineMs`, …).
     #[napi]
     pub async fn run(
@@ -411,11 +426,11 @@ impl Catalog {
             if let Some(p) = progress {
                 run = run.with_progress(p);
             }
-            if let Some(dir) = lock_dir {
-                run = run.with_locks(Arc::new(LocalLocks::new(dir)));
+            if let Some(spec) = lock_dir {
+                run = run.with_locks(open_locks(&cat, &spec).await?);
             }
-            if let Some(path) = receipt_log {
-                run = run.with_receipt_log(JsonLinesLog::new(path));
+            if let Some(spec) = receipt_log {
+                run = run.with_receipt_log(ReceiptLog::open(&cat, &spec)?);
             }
             run.execute().await
         })
@@ -464,11 +479,11 @@ impl Catalog {
             if let Some(p) = progress {
                 run = run.with_progress(p);
             }
-            if let Some(dir) = lock_dir {
-                run = run.with_locks(Arc::new(LocalLocks::new(dir)));
+            if let Some(spec) = lock_dir {
+                run = run.with_locks(open_locks(&cat, &spec).await?);
             }
-            if let Some(path) = receipt_log {
-                run = run.with_receipt_log(JsonLinesLog::new(path));
+            if let Some(spec) = receipt_log {
+                run = run.with_receipt_log(ReceiptLog::open(&cat, &spec)?);
             }
             run.execute().await
         })

@@ -25,6 +25,9 @@ pub struct CommitFenceOptions {
     /// (cryo-core's default: 60 s). Writers holding it longer make the commit a conflict:
     /// nothing is committed and the files it wrote are deleted.
     pub wait_ms: Option<i64>,
+    /// A PostgreSQL URI (the SQL catalog's own database, say): the fence is advisory locks
+    /// there, for writers and maintainers on many machines; `dir` is then unused (give `""`).
+    pub database: Option<String>,
 }
 
 /// A commit fence shared by writers and Cryo, through OS file locks in `dir` (every process on
@@ -40,7 +43,9 @@ impl CommitFence {
     #[napi(constructor)]
     pub fn new(dir: String, options: Option<CommitFenceOptions>) -> napi::Result<Self> {
         let mut inner = CoreFence::new(PathBuf::from(dir));
-        if let Some(wait_ms) = options.and_then(|o| o.wait_ms) {
+        let (wait_ms, database) = options.map_or((None, None), |o| (o.wait_ms, o.database));
+        inner.database = database;
+        if let Some(wait_ms) = wait_ms {
             inner.wait_ms = u64::try_from(wait_ms).map_err(|_| {
                 errors::validation(format!(
                     "commit fence: waitMs must not be negative, got {wait_ms}"
@@ -80,9 +85,12 @@ impl CommitFence {
 
     /// The option cryo-core reads (`{ dir, wait_ms }`); `index.js` passes a fence given as
     /// `commitFence` this way.
-    #[napi(ts_return_type = "{ dir: string; wait_ms: number }")]
+    #[napi(ts_return_type = "{ dir: string; wait_ms: number; database?: string }")]
     pub fn to_option(&self) -> Value {
-        json!({ "dir": self.dir(), "wait_ms": self.inner.wait_ms })
+        match &self.inner.database {
+            Some(db) => json!({ "dir": self.dir(), "wait_ms": self.inner.wait_ms, "database": db }),
+            None => json!({ "dir": self.dir(), "wait_ms": self.inner.wait_ms }),
+        }
     }
 
     /// `CommitFence(/var/lib/cryo/fence, waitMs=60000)`.

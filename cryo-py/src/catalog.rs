@@ -5,7 +5,6 @@
 //! the result. Orchestration and defaults are cryo-core's.
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
 use std::sync::{Arc, Mutex, PoisonError};
 
 use cryo_core::clock::SystemClock;
@@ -13,7 +12,7 @@ use cryo_core::compact::{CompactOptions, Compaction, RunOptions};
 use cryo_core::exec::{
     ControlSources, FleetOptions, FleetRun, MaintenanceOptions, MaintenanceRun, SqlEngine,
 };
-use cryo_core::govern::LocalLocks;
+use cryo_core::govern::open_locks;
 use cryo_core::grade::GradeOptions;
 use cryo_core::maintain::{
     ExpireOptions, FindMissingFilesOptions, RemoveOrphanFilesOptions, RewriteManifestsOptions,
@@ -21,7 +20,7 @@ use cryo_core::maintain::{
     rewrite_manifests, rewrite_position_deletes,
 };
 use cryo_core::plan::{PlanOptions, plan_scans};
-use cryo_core::receipt::JsonLinesLog;
+use cryo_core::receipt::ReceiptLog;
 use cryo_core::scan::arrow::files_schema;
 use cryo_core::scan::{
     FleetScanOptions, ScanOptions, file_batches, scan_fleet_with_progress, scan_table,
@@ -372,16 +371,29 @@ impl Catalog {
         })
     }
 
+    /// The receipts of a receipt log (a JSON-lines file, or an object-store location read with
+    /// this catalog's storage properties), oldest first, as Arrow.
+    fn read_receipts(&self, py: Python<'_>, location: String) -> PyResult<ArrowResult> {
+        let cat = self.core(py)?;
+        let batch = wait(py, move || async move {
+            let receipts = ReceiptLog::open(&cat, &location)?.read().await?;
+            cryo_core::receipt::receipts_batch(&receipts)
+        })?;
+        Ok(ArrowResult::new("receipts", batch))
+    }
+
     /// Run a plan on Cryo's native engine (a dry run unless `dry_run=False`: cryo-core's
-    /// default), optionally under file locks in `lock_dir` and appending receipts to
-    /// `receipt_log` (JSON lines), calling `progress` (if given) as each table is done.
+    /// default), optionally under per-table locks (`lock_dir`: a directory of file locks,
+    /// `"catalog"` for the SQL catalog's PostgreSQL database, or an object-store location) and
+    /// appending receipts to `receipt_log` (a JSON-lines file, or an object-store location),
+    /// calling `progress` (if given) as each table is done.
     #[pyo3(signature = (plan, lock_dir = None, receipt_log = None, options = None, progress = None))]
     fn run(
         &self,
         py: Python<'_>,
         plan: &Plan,
-        lock_dir: Option<PathBuf>,
-        receipt_log: Option<PathBuf>,
+        lock_dir: Option<String>,
+        receipt_log: Option<String>,
         options: Option<&Bound<'_, PyDict>>,
         progress: Option<Py<PyAny>>,
     ) -> PyResult<RunOutcome> {
@@ -394,11 +406,11 @@ impl Catalog {
             if let Some(p) = progress {
                 run = run.with_progress(p);
             }
-            if let Some(dir) = lock_dir {
-                run = run.with_locks(Arc::new(LocalLocks::new(dir)));
+            if let Some(spec) = lock_dir {
+                run = run.with_locks(open_locks(&cat, &spec).await?);
             }
-            if let Some(path) = receipt_log {
-                run = run.with_receipt_log(JsonLinesLog::new(path));
+            if let Some(spec) = receipt_log {
+                run = run.with_receipt_log(ReceiptLog::open(&cat, &spec)?);
             }
             run.execute().await
         })?;
@@ -417,8 +429,8 @@ impl Catalog {
         plan: &Plan,
         destinations: BTreeMap<String, Py<Engine>>,
         governor: Option<&PyGovernor>,
-        lock_dir: Option<PathBuf>,
-        receipt_log: Option<PathBuf>,
+        lock_dir: Option<String>,
+        receipt_log: Option<String>,
         options: Option<&Bound<'_, PyDict>>,
         progress: Option<Py<PyAny>>,
         controls: Option<&Bound<'_, PyDict>>,
@@ -446,11 +458,11 @@ impl Catalog {
             if let Some(p) = progress {
                 run = run.with_progress(p);
             }
-            if let Some(dir) = lock_dir {
-                run = run.with_locks(Arc::new(LocalLocks::new(dir)));
+            if let Some(spec) = lock_dir {
+                run = run.with_locks(open_locks(&cat, &spec).await?);
             }
-            if let Some(path) = receipt_log {
-                run = run.with_receipt_log(JsonLinesLog::new(path));
+            if let Some(spec) = receipt_log {
+                run = run.with_receipt_log(ReceiptLog::open(&cat, &spec)?);
             }
             run.execute().await
         })?;

@@ -16,7 +16,8 @@ use crate::runtime::blocking;
 /// ``run_fleet``, and wrap every writer operation
 /// (read to commit) in ``with fence.writer(catalog_name, table):``. Cryo's commits and those
 /// operations never overlap, so a merge-on-read writer never fails on files a compaction just
-/// replaced. Local: OS file locks under ``dir``, for processes on one host.
+/// replaced. Local: OS file locks under ``dir``, for processes on one host; across machines:
+/// ``database=`` a PostgreSQL URI (the SQL catalog's own database, say), advisory locks there.
 #[pyclass(frozen, module = "cryo._cryo", name = "CommitFence")]
 pub struct CommitFence {
     inner: CoreFence,
@@ -25,9 +26,11 @@ pub struct CommitFence {
 #[pymethods]
 impl CommitFence {
     /// ``wait_ms``: longest a commit of Cryo's waits for writers in flight (default 60 s).
+    /// ``database``: a PostgreSQL URI; the fence is advisory locks there (``dir`` unused).
     #[new]
-    #[pyo3(signature = (dir, *, wait_ms = None))]
-    fn new(dir: PathBuf, wait_ms: Option<u64>) -> PyResult<Self> {
+    #[pyo3(signature = (dir = None, *, wait_ms = None, database = None))]
+    fn new(dir: Option<PathBuf>, wait_ms: Option<u64>, database: Option<String>) -> PyResult<Self> {
+        let dir = dir.unwrap_or_default();
         if dir.to_str().is_none() {
             return Err(crate::errors::validation(format!(
                 "commit fence directory {} is not valid UTF-8",
@@ -35,6 +38,7 @@ impl CommitFence {
             )));
         }
         let mut inner = CoreFence::new(dir);
+        inner.database = database;
         if let Some(w) = wait_ms {
             inner.wait_ms = w;
         }
@@ -50,6 +54,12 @@ impl CommitFence {
     #[getter]
     fn wait_ms(&self) -> u64 {
         self.inner.wait_ms
+    }
+
+    /// Whether the fence is in a database (its URI is never shown: it may hold a password).
+    #[getter]
+    fn in_database(&self) -> bool {
+        self.inner.database.is_some()
     }
 
     /// A context manager holding the fence for one writer operation on ``catalog``.``table``
@@ -68,10 +78,19 @@ impl CommitFence {
         let d = PyDict::new(py);
         d.set_item("dir", self.dir())?;
         d.set_item("wait_ms", self.inner.wait_ms)?;
+        if let Some(db) = &self.inner.database {
+            d.set_item("database", db)?;
+        }
         Ok(d)
     }
 
     fn __repr__(&self) -> String {
+        if self.inner.database.is_some() {
+            return format!(
+                "CommitFence(database=<set>, wait_ms={})",
+                self.inner.wait_ms
+            );
+        }
         format!(
             "CommitFence({:?}, wait_ms={})",
             self.inner.dir.display().to_string(),

@@ -15,7 +15,7 @@ mod hive;
 pub mod props;
 mod pyiceberg;
 mod rest;
-mod sql;
+pub(crate) mod sql;
 
 use std::fmt;
 use std::path::Path;

@@ -298,6 +298,15 @@ impl SqlCatalog {
         }
     }
 
+    /// The PostgreSQL pool (`None` on sqlite): coordination across machines
+    /// ([`crate::govern::CatalogLocks`]) uses the catalog's own database.
+    pub(crate) fn pg_pool(&self) -> Option<&PgPool> {
+        match &self.pool {
+            Pool::Postgres(pool) => Some(pool),
+            Pool::Sqlite(..) => None,
+        }
+    }
+
     /// Which database serves the catalog.
     pub fn dialect(&self) -> SqlDialect {
         match &self.pool {

@@ -22,9 +22,18 @@
 //! by Cryo's validation, which aborts the groups it conflicts with) or after it (it reads the
 //! compacted files). Cryo never waits for writers longer than [`CommitFence::wait_ms`] and a
 //! waiting commit closes a gate, so a stream of writers cannot starve it; writers wait at most
-//! for one commit of Cryo's. The local implementation uses OS file locks: every process on one
-//! host (or on a filesystem with working `flock`) that uses the same directory takes part, and
-//! a crashed holder releases the fence with its process.
+//! for one commit of Cryo's.
+//!
+//! Two implementations, the same protocol:
+//!
+//! - OS file locks under [`CommitFence::dir`]: every process on one host (or on a filesystem
+//!   with working `flock`) that uses the same directory takes part;
+//! - PostgreSQL advisory locks in [`CommitFence::database`] (the SQL catalog's own database,
+//!   say): every process on any machine that reaches it takes part. The gate and the fence are
+//!   two advisory keys per table; each holder has a session of its own.
+//!
+//! Either way a crashed holder releases the fence with its process (its file handle or its
+//! session closes).
 
 use std::fs::{File, OpenOptions};
 use std::path::{Path, PathBuf};
@@ -40,11 +49,15 @@ use crate::error::{Error, Result};
 const POLL: Duration = Duration::from_millis(10);
 
 /// Where the fence of a table lives and how long Cryo waits for it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct CommitFence {
-    /// Directory of the fence files, shared by the writers and Cryo.
+    /// Directory of the fence files, shared by the writers and Cryo (one host).
     pub dir: PathBuf,
+    /// A PostgreSQL database shared by the writers and Cryo (any host), in any spelling the SQL
+    /// catalog takes (`postgresql://user:password@host:5432/db`, SQLAlchemy's, JDBC's); when
+    /// set, the fence is advisory locks there and [`Self::dir`] is not used.
+    pub database: Option<String>,
     /// Longest Cryo waits for writers' operations in flight before giving the commit up
     /// (its groups fail, retryable, and their files are deleted).
     pub wait_ms: u64,
@@ -54,8 +67,20 @@ impl Default for CommitFence {
     fn default() -> Self {
         Self {
             dir: PathBuf::new(),
+            database: None,
             wait_ms: 60_000,
         }
+    }
+}
+
+impl std::fmt::Debug for CommitFence {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // The database URI may hold a password: only whether one is set.
+        f.debug_struct("CommitFence")
+            .field("dir", &self.dir)
+            .field("database", &self.database.as_ref().map(|_| "<set>"))
+            .field("wait_ms", &self.wait_ms)
+            .finish()
     }
 }
 
@@ -63,6 +88,18 @@ impl Default for CommitFence {
 #[derive(Debug)]
 pub struct FenceGuard {
     _files: Vec<File>,
+    _session: Option<PgSession>,
+}
+
+/// A PostgreSQL session holding advisory locks: closing it (dropping it) releases them.
+struct PgSession(
+    #[allow(dead_code, reason = "held for its session, never read")] sqlx::PgConnection,
+);
+
+impl std::fmt::Debug for PgSession {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("PgSession")
+    }
 }
 
 impl CommitFence {
@@ -74,12 +111,99 @@ impl CommitFence {
         }
     }
 
-    /// Reject a fence without a directory.
-    pub fn validate(&self) -> Result<()> {
-        if self.dir.as_os_str().is_empty() {
-            return Err(Error::validation("commit_fence.dir must not be empty"));
+    /// The fence in a PostgreSQL database (for writers and maintainers on many machines),
+    /// with the default wait.
+    pub fn in_database(uri: impl Into<String>) -> Self {
+        Self {
+            database: Some(uri.into()),
+            ..Self::default()
         }
-        Ok(())
+    }
+
+    /// Reject a fence without a directory or a database.
+    pub fn validate(&self) -> Result<()> {
+        match &self.database {
+            Some(db) if db.trim().is_empty() => {
+                Err(Error::validation("commit_fence.database must not be empty"))
+            }
+            None if self.dir.as_os_str().is_empty() => Err(Error::validation(
+                "commit_fence.dir must not be empty (or give commit_fence.database)",
+            )),
+            _ => Ok(()),
+        }
+    }
+
+    /// The advisory keys of `catalog`.`table`'s gate and fence.
+    fn keys(catalog: &str, table: &TableId) -> (i64, i64) {
+        let stem = crate::govern::lock::table_file_stem(catalog, table);
+        let key = |what: &str| {
+            use sha2::Digest;
+            let d = sha2::Sha256::digest(format!("{stem}\u{0}{what}").as_bytes());
+            i64::from_be_bytes([d[0], d[1], d[2], d[3], d[4], d[5], d[6], d[7]])
+        };
+        (key("gate"), key("fence"))
+    }
+
+    async fn session(&self) -> Result<sqlx::PgConnection> {
+        use sqlx::Connection;
+        let uri = self.database.as_deref().unwrap_or_default();
+        let config = crate::catalog::CatalogConfig::new("commit-fence", [("uri", uri)]);
+        let options = crate::catalog::sql::postgres_options(&config, uri)?.ok_or_else(|| {
+            Error::config("commit_fence.database is not a PostgreSQL URI (postgresql://…)")
+        })?;
+        sqlx::PgConnection::connect_with(&options)
+            .await
+            .map_err(|e| db_err("connect", &e))
+    }
+
+    async fn enter_writer_in_database(&self, catalog: &str, table: &TableId) -> Result<FenceGuard> {
+        let (gate, fence) = Self::keys(catalog, table);
+        let mut conn = self.session().await?;
+        for (sql, key) in [
+            ("SELECT pg_advisory_lock_shared($1)", gate),
+            ("SELECT pg_advisory_lock_shared($1)", fence),
+            ("SELECT pg_advisory_unlock_shared($1)", gate),
+        ] {
+            sqlx::query(sql)
+                .bind(key)
+                .execute(&mut conn)
+                .await
+                .map_err(|e| db_err("advisory lock", &e))?;
+        }
+        Ok(FenceGuard {
+            _files: Vec::new(),
+            _session: Some(PgSession(conn)),
+        })
+    }
+
+    async fn enter_commit_in_database(
+        &self,
+        catalog: &str,
+        table: &TableId,
+    ) -> Result<Option<FenceGuard>> {
+        let (gate, fence) = Self::keys(catalog, table);
+        let deadline = Instant::now() + Duration::from_millis(self.wait_ms);
+        let mut conn = self.session().await?;
+        for key in [gate, fence] {
+            loop {
+                let taken: bool = sqlx::query_scalar("SELECT pg_try_advisory_lock($1)")
+                    .bind(key)
+                    .fetch_one(&mut conn)
+                    .await
+                    .map_err(|e| db_err("advisory lock", &e))?;
+                if taken {
+                    break;
+                }
+                if Instant::now() >= deadline {
+                    return Ok(None); // closing the session releases the gate
+                }
+                tokio::time::sleep(POLL.max(Duration::from_millis(50))).await;
+            }
+        }
+        Ok(Some(FenceGuard {
+            _files: Vec::new(),
+            _session: Some(PgSession(conn)),
+        }))
     }
 
     fn paths(&self, catalog: &str, table: &TableId) -> (PathBuf, PathBuf) {
@@ -106,6 +230,22 @@ impl CommitFence {
     /// before the operation reads the table until after it committed.
     pub fn enter_writer(&self, catalog: &str, table: &TableId) -> Result<FenceGuard> {
         self.validate()?;
+        if self.database.is_some() {
+            // A runtime of its own, on a thread of its own (the caller may be on a runtime's
+            // thread, where blocking on another is refused). The session outlives it: holding
+            // the advisory lock needs no polling, and dropping the guard closes the socket.
+            return std::thread::scope(|s| {
+                s.spawn(|| {
+                    tokio::runtime::Builder::new_current_thread()
+                        .enable_all()
+                        .build()
+                        .map_err(|e| Error::compute("commit fence runtime", e))?
+                        .block_on(self.enter_writer_in_database(catalog, table))
+                })
+                .join()
+                .map_err(|_| Error::Internal("commit fence: the writer's thread panicked".into()))?
+            });
+        }
         let (gate_path, fence_path) = self.paths(catalog, table);
         let gate = self.open(&gate_path)?;
         gate.lock_shared()
@@ -118,6 +258,7 @@ impl CommitFence {
         drop(gate);
         Ok(FenceGuard {
             _files: vec![fence],
+            _session: None,
         })
     }
 
@@ -126,6 +267,9 @@ impl CommitFence {
     /// dropped. `Ok(None)`: writers held it for the whole wait.
     pub async fn enter_commit(&self, catalog: &str, table: &TableId) -> Result<Option<FenceGuard>> {
         self.validate()?;
+        if self.database.is_some() {
+            return self.enter_commit_in_database(catalog, table).await;
+        }
         let (gate_path, fence_path) = self.paths(catalog, table);
         let deadline = Instant::now() + Duration::from_millis(self.wait_ms);
         let gate = self.open(&gate_path)?;
@@ -138,6 +282,7 @@ impl CommitFence {
         }
         Ok(Some(FenceGuard {
             _files: vec![fence, gate],
+            _session: None,
         }))
     }
 }
@@ -182,6 +327,16 @@ async fn try_exclusive(file: &File, path: &Path, deadline: Instant) -> Result<bo
 
 fn io_err(path: &Path, what: &str, e: std::io::Error) -> Error {
     Error::local_file(path, format_args!("commit fence: {what}"), e)
+}
+
+fn db_err(what: &str, e: &sqlx::Error) -> Error {
+    // sqlx's errors carry the server's words, never the connection's password.
+    Error::Catalog {
+        catalog: "commit fence".to_string(),
+        message: format!("commit fence: {what}: {e}"),
+        source: None,
+        retryable: true,
+    }
 }
 
 #[cfg(test)]

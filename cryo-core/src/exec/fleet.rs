@@ -22,7 +22,7 @@ use crate::govern::{
 use crate::ops::Operation;
 use crate::plan::{MaintenancePlan, PlannedStep, TableControl, TablePlan};
 use crate::progress::{ProgressSink, report};
-use crate::receipt::{Footprint, JsonLinesLog, Receipt, ReceiptStatus};
+use crate::receipt::{Footprint, Receipt, ReceiptLog, ReceiptStatus};
 use crate::render::{RenderedTable, render_table};
 
 /// How a run waits for the gate.
@@ -170,7 +170,7 @@ pub struct FleetRun<'a> {
     destinations: BTreeMap<String, Destination>,
     governor: Arc<Mutex<Governor>>,
     locks: Option<Arc<dyn TableLocks>>,
-    log: Option<JsonLinesLog>,
+    log: Option<ReceiptLog>,
     clock: Arc<dyn Clock>,
     progress: Option<ProgressSink>,
     controls: BTreeMap<TableId, TableControl>,
@@ -288,8 +288,8 @@ impl<'a> FleetRun<'a> {
 
     /// Append every receipt to this log as it is made.
     #[must_use]
-    pub fn with_receipt_log(mut self, log: JsonLinesLog) -> Self {
-        self.log = Some(log);
+    pub fn with_receipt_log(mut self, log: impl Into<ReceiptLog>) -> Self {
+        self.log = Some(log.into());
         self
     }
 
@@ -347,13 +347,13 @@ impl<'a> FleetRun<'a> {
         let started = Instant::now();
         self.options.validate()?;
         self.plan.verify()?;
-        self.fold_in_the_log()?;
+        self.fold_in_the_log().await?;
         let mut receipts = Vec::new();
         for skipped in &self.plan.skipped_tables {
             let r = self
                 .receipt(&skipped.table, None, ReceiptStatus::Skipped)
                 .with_reason(skipped.reason.clone());
-            self.record(&mut receipts, vec![r])?;
+            self.record(&mut receipts, vec![r]).await?;
         }
         let mut works = self.prepare()?;
         let total = works.len() as u64;
@@ -370,7 +370,7 @@ impl<'a> FleetRun<'a> {
                         || works[..i].iter().all(|w| w.done))
                 {
                     let skips = self.take_up(&mut works[i]);
-                    self.record(&mut receipts, skips)?;
+                    self.record(&mut receipts, skips).await?;
                 }
                 if !self.ready(&works, i, now, running.is_empty()) {
                     continue;
@@ -381,7 +381,7 @@ impl<'a> FleetRun<'a> {
                 if let Some(fut) = started {
                     running.push(fut);
                 }
-                self.record(&mut receipts, new)?;
+                self.record(&mut receipts, new).await?;
                 if w.done {
                     finished += 1;
                     report(
@@ -434,7 +434,7 @@ impl<'a> FleetRun<'a> {
                         Some(table),
                     );
                 }
-                self.record(&mut receipts, new)?;
+                self.record(&mut receipts, new).await?;
             }
         }
         let tables = works.iter().map(|w| table_report(w, &receipts)).collect();
@@ -449,14 +449,14 @@ impl<'a> FleetRun<'a> {
 
     /// Cooldowns hold across runs and processes that share the receipt log: fold what it says
     /// ran when into the tables' controls.
-    fn fold_in_the_log(&mut self) -> Result<()> {
+    async fn fold_in_the_log(&mut self) -> Result<()> {
         // The log gives when operations last ran: it matters only to cooldowns (a one-pass
         // run of a plan has none, and need not read a log that only grows).
         if self.options.cooldowns_ms.is_empty() {
             return Ok(());
         }
         if let Some(log) = &self.log {
-            for (id, control) in controls_from_receipts(&log.read()?) {
+            for (id, control) in controls_from_receipts(&log.read().await?) {
                 self.controls.entry(id).or_default().merge(&control);
             }
         }
@@ -618,7 +618,10 @@ impl<'a> FleetRun<'a> {
         if w.guard.is_none()
             && let Some(locks) = &self.locks
         {
-            match locks.try_acquire(self.catalog.name(), id, &self.options.run.actor, now) {
+            match locks
+                .try_acquire(self.catalog.name(), id, &self.options.run.actor, now)
+                .await
+            {
                 Ok(Ok(g)) => w.guard = Some(g),
                 Ok(Err(holder)) => lock_holder = Some(holder),
                 Err(e) => {
@@ -798,6 +801,9 @@ impl<'a> FleetRun<'a> {
                         .with_detail("retry_after_ms", retry_after_ms);
                     if let DeferReason::Locked { holder } = &reason {
                         r = r.with_detail("lock_holder", holder.holder.clone());
+                        if !holder.host.is_empty() {
+                            r = r.with_detail("lock_holder_host", holder.host.clone());
+                        }
                     }
                     out.push(r);
                     w.last_defer = Some(text.clone());
@@ -1060,14 +1066,14 @@ impl<'a> FleetRun<'a> {
     }
 
     /// Redact, log and keep receipts.
-    fn record(&self, all: &mut Vec<Receipt>, new: Vec<Receipt>) -> Result<()> {
+    async fn record(&self, all: &mut Vec<Receipt>, new: Vec<Receipt>) -> Result<()> {
         if new.is_empty() {
             return Ok(());
         }
         let config = self.catalog.config();
         let new: Vec<Receipt> = new.into_iter().map(|r| r.redact(config)).collect();
         if let Some(log) = &self.log {
-            log.append(&new)?;
+            log.append(&new).await?;
         }
         all.extend(new);
         Ok(())

@@ -31,7 +31,7 @@ use crate::error::{Error, Result};
 use crate::govern::{CommitFence, TableLocks};
 use crate::plan::{MaintenancePlan, Window};
 use crate::progress::ProgressSink;
-use crate::receipt::{JsonLinesLog, Receipt, ReceiptStatus, default_actor};
+use crate::receipt::{Receipt, ReceiptLog, ReceiptStatus, default_actor};
 
 /// The engine name receipts of this run carry.
 pub const NATIVE_ENGINE: &str = "native";
@@ -181,7 +181,7 @@ impl<'a> MaintenanceRun<'a> {
 
     /// Append every receipt to this log as it is made.
     #[must_use]
-    pub fn with_receipt_log(mut self, log: JsonLinesLog) -> Self {
+    pub fn with_receipt_log(mut self, log: impl Into<ReceiptLog>) -> Self {
         self.run = self.run.with_receipt_log(log);
         self
     }

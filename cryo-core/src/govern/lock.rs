@@ -1,5 +1,12 @@
-//! Per-table locks. The local implementation uses OS file locks, so it works across processes
-//! on one machine and a crashed holder releases its lock with its process.
+//! Per-table locks. Three backends, chosen by [`open_locks`]:
+//!
+//! - [`LocalLocks`]: OS file locks under a directory, for processes on one machine (or on a
+//!   filesystem with working `flock`); a crashed holder releases its lock with its process.
+//! - [`CatalogLocks`]: PostgreSQL advisory locks in the SQL catalog's own database, held by a
+//!   connection of the holder's own; a crashed holder's connection closes and the lock with it.
+//! - [`ObjectLocks`]: a lock object per table on object storage, created only if absent and
+//!   held under a lease the holder renews; a crashed holder's lease expires and the next
+//!   maintainer takes the lock over (compare-and-swap on the object's version).
 
 use std::fmt;
 use std::fs::{File, OpenOptions};
@@ -21,6 +28,41 @@ pub struct LockHolder {
     pub pid: u32,
     /// Since when (ms since epoch).
     pub since_ms: i64,
+    /// The holder's machine (its host name), where locks span machines.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub host: String,
+}
+
+impl LockHolder {
+    /// This process, as `holder`, since `now_ms`.
+    pub fn this_process(holder: &str, now_ms: i64) -> Self {
+        Self {
+            holder: holder.to_string(),
+            pid: std::process::id(),
+            since_ms: now_ms,
+            host: this_host(),
+        }
+    }
+
+    /// A holder that could not be read (a lock whose record is missing or torn).
+    pub fn unknown() -> Self {
+        Self {
+            holder: "unknown".to_string(),
+            pid: 0,
+            since_ms: 0,
+            host: String::new(),
+        }
+    }
+}
+
+/// This machine's host name (`""` if it cannot be read).
+pub(crate) fn this_host() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .ok()
+        .or_else(|| std::env::var("HOSTNAME").ok())
+        .or_else(|| std::env::var("COMPUTERNAME").ok())
+        .map(|h| h.trim().to_string())
+        .unwrap_or_default()
 }
 
 /// A lock that is held until dropped.
@@ -58,15 +100,45 @@ impl Drop for LockGuard {
 
 /// Per-table mutual exclusion. `try_acquire` never waits: a held lock is `Err(holder)` so the
 /// caller can defer with a reason.
+#[async_trait::async_trait]
 pub trait TableLocks: Send + Sync + fmt::Debug {
     /// Take the lock of `catalog`/`table`, or report who holds it.
-    fn try_acquire(
+    async fn try_acquire(
         &self,
         catalog: &str,
         table: &TableId,
         holder: &str,
         now_ms: i64,
     ) -> Result<std::result::Result<LockGuard, LockHolder>>;
+}
+
+/// The table locks `spec` names, for maintainers of `catalog`:
+///
+/// - `catalog`: advisory locks in the SQL catalog's PostgreSQL database ([`super::CatalogLocks`]);
+/// - a location on object storage (`s3://…`, `abfss://…`, `gs://…`): lock objects under it,
+///   reached with the catalog's storage properties ([`super::ObjectLocks`], default lease);
+/// - anything else: a local directory of file locks ([`LocalLocks`]), `file://` or a path.
+pub async fn open_locks(
+    catalog: &crate::catalog::Catalog,
+    spec: &str,
+) -> Result<std::sync::Arc<dyn TableLocks>> {
+    let spec = spec.trim();
+    if spec.is_empty() {
+        return Err(Error::validation("the table locks' location is empty"));
+    }
+    if spec.eq_ignore_ascii_case("catalog") {
+        return Ok(std::sync::Arc::new(
+            super::CatalogLocks::new(catalog).await?,
+        ));
+    }
+    if spec.contains("://") && !spec.starts_with("file:") {
+        return Ok(std::sync::Arc::new(super::ObjectLocks::new(
+            catalog.storage(),
+            spec,
+        )?));
+    }
+    let path = spec.strip_prefix("file://").unwrap_or(spec);
+    Ok(std::sync::Arc::new(LocalLocks::new(path)))
 }
 
 /// File locks under a directory: one file per table (`<dir>/<sha256(catalog.table)>.lock`).
@@ -107,15 +179,12 @@ fn read_holder(file: &mut File) -> LockHolder {
     let _ = file
         .seek(SeekFrom::Start(0))
         .and_then(|_| file.read_to_string(&mut text));
-    serde_json::from_str(&text).unwrap_or(LockHolder {
-        holder: "unknown".to_string(),
-        pid: 0,
-        since_ms: 0,
-    })
+    serde_json::from_str(&text).unwrap_or_else(|_| LockHolder::unknown())
 }
 
+#[async_trait::async_trait]
 impl TableLocks for LocalLocks {
-    fn try_acquire(
+    async fn try_acquire(
         &self,
         catalog: &str,
         table: &TableId,
@@ -136,11 +205,7 @@ impl TableLocks for LocalLocks {
             Err(std::fs::TryLockError::WouldBlock) => return Ok(Err(read_holder(&mut file))),
             Err(std::fs::TryLockError::Error(e)) => return Err(io_err(&path, "lock", e)),
         }
-        let me = LockHolder {
-            holder: holder.to_string(),
-            pid: std::process::id(),
-            since_ms: now_ms,
-        };
+        let me = LockHolder::this_process(holder, now_ms);
         let body = serde_json::to_vec(&me).map_err(|e| Error::compute("lock holder", e))?;
         file.set_len(0)
             .and_then(|()| file.seek(SeekFrom::Start(0)).map(|_| ()))
@@ -159,14 +224,19 @@ impl TableLocks for LocalLocks {
 mod tests {
     use super::*;
 
-    #[test]
-    fn one_holder_at_a_time_and_release_on_drop() {
+    #[tokio::test]
+    async fn one_holder_at_a_time_and_release_on_drop() {
         let dir = tempfile::tempdir().unwrap();
         let locks = LocalLocks::new(dir.path());
         let t = TableId::parse("db.t").unwrap();
-        let first = locks.try_acquire("c", &t, "worker-1", 10).unwrap().unwrap();
+        let first = locks
+            .try_acquire("c", &t, "worker-1", 10)
+            .await
+            .unwrap()
+            .unwrap();
         let held = locks
             .try_acquire("c", &t, "worker-2", 11)
+            .await
             .unwrap()
             .unwrap_err();
         assert_eq!(held.holder, "worker-1");
@@ -174,15 +244,22 @@ mod tests {
         // Other tables and catalogs are independent.
         let other = locks
             .try_acquire("c", &TableId::parse("db.u").unwrap(), "w", 12)
+            .await
             .unwrap();
         assert!(other.is_ok());
-        assert!(locks.try_acquire("c2", &t, "w", 12).unwrap().is_ok());
+        assert!(locks.try_acquire("c2", &t, "w", 12).await.unwrap().is_ok());
         drop(first);
-        assert!(locks.try_acquire("c", &t, "worker-2", 13).unwrap().is_ok());
+        assert!(
+            locks
+                .try_acquire("c", &t, "worker-2", 13)
+                .await
+                .unwrap()
+                .is_ok()
+        );
     }
 
-    #[test]
-    fn held_across_processes() {
+    #[tokio::test]
+    async fn held_across_processes() {
         // A child process holds the lock until it is killed; the lock dies with it.
         let dir = tempfile::tempdir().unwrap();
         let locks = LocalLocks::new(dir.path());
@@ -204,10 +281,14 @@ mod tests {
         )
         .unwrap();
         assert_eq!(line.trim(), "locked");
-        let held = locks.try_acquire("c", &t, "rust", 6).unwrap().unwrap_err();
+        let held = locks
+            .try_acquire("c", &t, "rust", 6)
+            .await
+            .unwrap()
+            .unwrap_err();
         assert_eq!(held.holder, "py");
         child.kill().unwrap();
         child.wait().unwrap();
-        assert!(locks.try_acquire("c", &t, "rust", 7).unwrap().is_ok());
+        assert!(locks.try_acquire("c", &t, "rust", 7).await.unwrap().is_ok());
     }
 }

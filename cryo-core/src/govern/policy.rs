@@ -221,11 +221,19 @@ impl fmt::Display for DeferReason {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             DeferReason::Paused { reason } => write!(f, "paused: {reason}"),
-            DeferReason::Locked { holder } => write!(
+            DeferReason::Locked { holder } if holder.host.is_empty() => write!(
                 f,
                 "locked by {} (pid {}) since {}",
                 holder.holder,
                 holder.pid,
+                fmt_instant(holder.since_ms)
+            ),
+            DeferReason::Locked { holder } => write!(
+                f,
+                "locked by {} (pid {} on {}) since {}",
+                holder.holder,
+                holder.pid,
+                holder.host,
                 fmt_instant(holder.since_ms)
             ),
             DeferReason::Cooldown { until_ms } => {

@@ -61,6 +61,7 @@ fn holder() -> LockHolder {
         holder: "worker-7".to_string(),
         pid: 4242,
         since_ms: NOW - MINUTE,
+        host: String::new(),
     }
 }
 

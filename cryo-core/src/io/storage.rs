@@ -14,7 +14,8 @@ use iceberg::io::{
 use object_store::memory::InMemory;
 use object_store::path::Path as ObjectPath;
 use object_store::{
-    ObjectMeta, ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload, WriteMultipart,
+    ObjectMeta, ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload, UpdateVersion,
+    WriteMultipart,
 };
 use serde::{Deserialize, Serialize};
 
@@ -208,6 +209,17 @@ impl fmt::Debug for ObjectStorage {
             .field("property_keys", &keys)
             .finish_non_exhaustive()
     }
+}
+
+/// An object read with its version ([`ObjectStorage::read_versioned`]).
+#[derive(Debug, Clone)]
+pub(crate) struct Versioned {
+    /// Its content.
+    pub bytes: Bytes,
+    /// Its version, for [`ObjectStorage::replace_if`].
+    pub version: UpdateVersion,
+    /// Last modification, milliseconds since the epoch.
+    pub last_modified_ms: i64,
 }
 
 /// A listed object.
@@ -475,6 +487,90 @@ impl ObjectStorage {
             }
             Err(object_store::Error::AlreadyExists { .. }) => Ok(false),
             Err(e) => Err(storage_error(&self.secrets(), location, "create", e)),
+        }
+    }
+
+    /// Read an object with its version, for a compare-and-swap ([`Self::replace_if`]); `None`
+    /// if it does not exist.
+    pub(crate) async fn read_versioned(&self, location: &str) -> Result<Option<Versioned>> {
+        let (store, loc) = self.resolve(location)?;
+        let got = match store.get(&loc.key).await {
+            Ok(g) => g,
+            Err(object_store::Error::NotFound { .. }) => return Ok(None),
+            Err(e) => return Err(storage_error(&self.secrets(), location, "read", e)),
+        };
+        let version = UpdateVersion {
+            e_tag: got.meta.e_tag.clone(),
+            version: got.meta.version.clone(),
+        };
+        let last_modified_ms = got.meta.last_modified.timestamp_millis();
+        let bytes = got
+            .bytes()
+            .await
+            .map_err(|e| storage_error(&self.secrets(), location, "read", e))?;
+        self.counters.record_read(location, bytes.len() as u64);
+        Ok(Some(Versioned {
+            bytes,
+            version,
+            last_modified_ms,
+        }))
+    }
+
+    /// Create an object only if nothing exists at `location`: its version, or `None` if
+    /// something does.
+    pub(crate) async fn create_versioned(
+        &self,
+        location: &str,
+        bytes: Bytes,
+    ) -> Result<Option<UpdateVersion>> {
+        self.put_mode(location, bytes, PutMode::Create).await
+    }
+
+    /// Replace an object only if it is still at `version`: its new version, or `None` if it
+    /// changed (or went) meanwhile. Stores without conditional updates (local files) refuse.
+    pub(crate) async fn replace_if(
+        &self,
+        location: &str,
+        bytes: Bytes,
+        version: UpdateVersion,
+    ) -> Result<Option<UpdateVersion>> {
+        self.put_mode(location, bytes, PutMode::Update(version))
+            .await
+    }
+
+    async fn put_mode(
+        &self,
+        location: &str,
+        bytes: Bytes,
+        mode: PutMode,
+    ) -> Result<Option<UpdateVersion>> {
+        let (store, loc) = self.resolve(location)?;
+        let opts = PutOptions {
+            mode,
+            ..PutOptions::default()
+        };
+        match store
+            .put_opts(&loc.key, PutPayload::from(bytes), opts)
+            .await
+        {
+            Ok(r) => {
+                self.counters.record_write(location);
+                Ok(Some(UpdateVersion {
+                    e_tag: r.e_tag,
+                    version: r.version,
+                }))
+            }
+            Err(
+                object_store::Error::AlreadyExists { .. }
+                | object_store::Error::Precondition { .. }
+                | object_store::Error::NotFound { .. },
+            ) => Ok(None),
+            Err(e) => Err(storage_error(
+                &self.secrets(),
+                location,
+                "conditional write",
+                e,
+            )),
         }
     }
 

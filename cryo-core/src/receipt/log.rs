@@ -285,3 +285,143 @@ mod tests {
         assert_eq!(log.read().unwrap().len(), 200);
     }
 }
+
+/// Receipts appended to object storage: one object per append (`<root>/<ms>-<uuid>.jsonl`,
+/// JSON lines), for maintainers on machines that share a bucket and no filesystem. Objects are
+/// written whole, so appenders never interleave; reading lists them in name (time) order.
+#[derive(Debug, Clone)]
+pub struct ObjectReceiptLog {
+    storage: crate::io::ObjectStorage,
+    root: String,
+}
+
+impl ObjectReceiptLog {
+    /// A log under `root` (`s3://bucket/cryo/receipts`, `abfss://…`, `gs://…`), reached through
+    /// `storage` (the catalog's, with its credentials).
+    pub fn new(storage: crate::io::ObjectStorage, root: &str) -> Result<Self> {
+        Ok(Self {
+            storage,
+            root: crate::io::normalize_location(root)?,
+        })
+    }
+
+    /// Its location.
+    pub fn root(&self) -> &str {
+        &self.root
+    }
+
+    /// Append receipts as one new object.
+    pub async fn append(&self, receipts: &[Receipt]) -> Result<()> {
+        let Some(first) = receipts.first() else {
+            return Ok(());
+        };
+        let mut buf = Vec::new();
+        for r in receipts {
+            serde_json::to_writer(&mut buf, r).map_err(|e| Error::compute("receipt to JSON", e))?;
+            buf.push(b'\n');
+        }
+        // Zero-padded milliseconds sort by time; the uuid keeps appenders apart.
+        let name = format!(
+            "{}/{:013}-{}.jsonl",
+            self.root,
+            first.at_ms.max(0),
+            uuid::Uuid::new_v4().simple()
+        );
+        if !self
+            .storage
+            .write_if_absent(&name, bytes::Bytes::from(buf))
+            .await?
+        {
+            return Err(Error::Internal(format!("receipt object {name} exists")));
+        }
+        Ok(())
+    }
+
+    /// Every receipt, oldest object first.
+    pub async fn read(&self) -> Result<Vec<Receipt>> {
+        let mut objects = self.storage.list(&format!("{}/", self.root)).await?;
+        objects.retain(|o| {
+            std::path::Path::new(&o.location)
+                .extension()
+                .is_some_and(|e| e.eq_ignore_ascii_case("jsonl"))
+        });
+        objects.sort_by(|a, b| a.location.cmp(&b.location));
+        let mut out = Vec::new();
+        for o in objects {
+            let bytes = self.storage.read_all(&o.location).await?;
+            for (i, line) in bytes.split(|b| *b == b'\n').enumerate() {
+                if line.iter().all(u8::is_ascii_whitespace) {
+                    continue;
+                }
+                let r = serde_json::from_slice::<Receipt>(line).map_err(|e| {
+                    Error::validation(format!("receipt object {} line {}: {e}", o.location, i + 1))
+                })?;
+                out.push(r);
+            }
+        }
+        Ok(out)
+    }
+}
+
+/// Where a run's receipts go: a local JSON-lines file or objects on object storage.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub enum ReceiptLog {
+    /// A local file ([`JsonLinesLog`]).
+    Lines(JsonLinesLog),
+    /// Objects under a location on object storage ([`ObjectReceiptLog`]).
+    Objects(ObjectReceiptLog),
+}
+
+impl From<JsonLinesLog> for ReceiptLog {
+    fn from(log: JsonLinesLog) -> Self {
+        ReceiptLog::Lines(log)
+    }
+}
+
+impl From<ObjectReceiptLog> for ReceiptLog {
+    fn from(log: ObjectReceiptLog) -> Self {
+        ReceiptLog::Objects(log)
+    }
+}
+
+impl ReceiptLog {
+    /// The log `spec` names: a location on object storage (`s3://…`, `abfss://…`, `gs://…`,
+    /// reached with `catalog`'s storage properties), else a local file (`file://` or a path).
+    pub fn open(catalog: &crate::catalog::Catalog, spec: &str) -> Result<Self> {
+        let spec = spec.trim();
+        if spec.is_empty() {
+            return Err(Error::validation("the receipt log's location is empty"));
+        }
+        if spec.contains("://") && !spec.starts_with("file:") {
+            return Ok(ObjectReceiptLog::new(catalog.storage(), spec)?.into());
+        }
+        Ok(JsonLinesLog::new(spec.strip_prefix("file://").unwrap_or(spec)).into())
+    }
+
+    /// Append receipts.
+    pub async fn append(&self, receipts: &[Receipt]) -> Result<()> {
+        match self {
+            ReceiptLog::Lines(l) => {
+                let (l, receipts) = (l.clone(), receipts.to_vec());
+                tokio::task::spawn_blocking(move || l.append(&receipts))
+                    .await
+                    .map_err(|e| Error::compute("appending receipts", e))?
+            }
+            ReceiptLog::Objects(o) => o.append(receipts).await,
+        }
+    }
+
+    /// Every receipt, oldest first.
+    pub async fn read(&self) -> Result<Vec<Receipt>> {
+        match self {
+            ReceiptLog::Lines(l) => {
+                let l = l.clone();
+                tokio::task::spawn_blocking(move || l.read())
+                    .await
+                    .map_err(|e| Error::compute("reading receipts", e))?
+            }
+            ReceiptLog::Objects(o) => o.read().await,
+        }
+    }
+}

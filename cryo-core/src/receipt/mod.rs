@@ -14,7 +14,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-pub use log::{JsonLinesLog, receipts_batch, receipts_schema};
+pub use log::{JsonLinesLog, ObjectReceiptLog, ReceiptLog, receipts_batch, receipts_schema};
 
 use crate::catalog::{CatalogConfig, TableId};
 use crate::ops::Operation;

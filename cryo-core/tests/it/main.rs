@@ -10,6 +10,7 @@ mod compact;
 mod compact_bench;
 mod compact_lineage;
 mod compact_run;
+mod coordination;
 mod demo_lake;
 mod expire;
 mod fleet;

@@ -175,6 +175,7 @@ async fn real_run_improves_grades_keeps_rows_and_isolates_failures() {
     let locks = Arc::new(LocalLocks::new(dir.path().join("locks")));
     let _held = locks
         .try_acquire(lake.catalog.name(), &locked, "another-run", 0)
+        .await
         .unwrap()
         .unwrap();
 

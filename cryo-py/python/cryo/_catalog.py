@@ -272,8 +272,12 @@ class Catalog:
     ) -> RunOutcome:
         """Run a plan on Cryo's native engine: a dry run unless ``dry_run=False``.
 
-        ``lock_dir``: take a file lock per table there; ``receipt_log``: append a receipt per
-        decision (JSON lines; read back with :func:`cryo.read_receipts`). Options: cryo-core's
+        ``lock_dir``: take a lock per table there: a directory of file locks (one machine),
+        ``"catalog"`` (advisory locks in the SQL catalog's PostgreSQL database) or an object-store
+        location such as ``s3://bucket/cryo/locks`` (lease-held lock objects), for maintainers on
+        many machines. ``receipt_log``: append a receipt per decision, to a JSON-lines file (read
+        back with :func:`cryo.read_receipts`) or under an object-store location
+        (:meth:`read_receipts`). Options: cryo-core's
         ``MaintenanceOptions`` (``actor``, ``window``, ``deadline_ms``, ``quiet_period_ms``,
         ``commit_fence``, …). ``progress``: as for
         :meth:`scan_fleet`, stage ``run``, one unit per table of the plan.
@@ -285,6 +289,11 @@ class Catalog:
             )
         finally:
             close()
+
+    def read_receipts(self, location: Union[str, os.PathLike[str]]) -> ArrowResult:
+        """The receipts of a receipt log (a JSON-lines file, or an object-store location read with
+        this catalog's storage properties), oldest first, as Arrow."""
+        return self._native.read_receipts(_path(location))
 
     def run_fleet(
         self,
