@@ -199,41 +199,58 @@ impl GlueClient {
         }
         let payload = serde_json::to_vec(&body)
             .map_err(|e| Error::Internal(format!("Glue request body: {e}")))?;
-        let now = chrono::Utc::now();
-        let headers = self.signed_headers(operation, &payload, now);
-        let mut request = self.http.post(self.endpoint.clone()).body(payload);
-        for (k, v) in headers {
-            request = request.header(k, v);
+        // Reads are tried again when Glue throttles; an update's throttling goes back to the
+        // commit driver, which reloads and backs off by the table's retry properties.
+        let read = operation.starts_with("Get");
+        let mut throttled = 0;
+        loop {
+            let now = chrono::Utc::now();
+            let headers = self.signed_headers(operation, &payload, now);
+            let mut request = self.http.post(self.endpoint.clone()).body(payload.clone());
+            for (k, v) in headers {
+                request = request.header(k, v);
+            }
+            let response = request.send().await.map_err(|e| {
+                let state = if e.is_connect() {
+                    ""
+                } else {
+                    "; the request may have reached the server (state unknown)"
+                };
+                self.error(&format!("{what}: {e}{state}"), true)
+            })?;
+            let status = response.status();
+            let text = response
+                .text()
+                .await
+                .map_err(|e| self.error(&format!("{what}: reading the answer: {e}"), true))?;
+            if status.is_success() {
+                return serde_json::from_str(if text.is_empty() { "{}" } else { &text }).map_err(
+                    |e| self.error(&format!("{what}: the answer is not JSON: {e}"), false),
+                );
+            }
+            let answer: Value = serde_json::from_str(&text).unwrap_or(Value::Null);
+            let kind = answer
+                .get("__type")
+                .and_then(Value::as_str)
+                .map(|t| t.rsplit('#').next().unwrap_or(t).to_string())
+                .unwrap_or_default();
+            let shed = kind == "ThrottlingException"
+                || status == StatusCode::TOO_MANY_REQUESTS
+                || status == StatusCode::SERVICE_UNAVAILABLE;
+            if read && shed && throttled < super::rest::READ_RETRIES {
+                let wait = super::rest::backoff(throttled, None);
+                throttled += 1;
+                tracing::debug!(what, %status, wait_ms = wait.as_millis() as u64, "Glue is throttling; trying again");
+                tokio::time::sleep(wait).await;
+                continue;
+            }
+            let message = answer
+                .get("message")
+                .or_else(|| answer.get("Message"))
+                .and_then(Value::as_str)
+                .unwrap_or("");
+            return Err(self.glue_error(what, status, &kind, message));
         }
-        let response = request.send().await.map_err(|e| {
-            let state = if e.is_connect() {
-                ""
-            } else {
-                "; the request may have reached the server (state unknown)"
-            };
-            self.error(&format!("{what}: {e}{state}"), true)
-        })?;
-        let status = response.status();
-        let text = response
-            .text()
-            .await
-            .map_err(|e| self.error(&format!("{what}: reading the answer: {e}"), true))?;
-        if status.is_success() {
-            return serde_json::from_str(if text.is_empty() { "{}" } else { &text })
-                .map_err(|e| self.error(&format!("{what}: the answer is not JSON: {e}"), false));
-        }
-        let answer: Value = serde_json::from_str(&text).unwrap_or(Value::Null);
-        let kind = answer
-            .get("__type")
-            .and_then(Value::as_str)
-            .map(|t| t.rsplit('#').next().unwrap_or(t).to_string())
-            .unwrap_or_default();
-        let message = answer
-            .get("message")
-            .or_else(|| answer.get("Message"))
-            .and_then(Value::as_str)
-            .unwrap_or("");
-        Err(self.glue_error(what, status, &kind, message))
     }
 
     fn glue_error(&self, what: &str, status: StatusCode, kind: &str, message: &str) -> Error {

@@ -698,8 +698,23 @@ fn catalog_err(config: &CatalogConfig, what: &str, e: &iceberg::Error) -> Error 
         // Upstream messages can echo request details; scrub every configured secret.
         message: config.redact(&format!("{what}: {e}")),
         source: None,
-        retryable: e.retryable(),
+        retryable: e.retryable() || unreachable(e),
     }
+}
+
+/// Whether an upstream error comes from a server that could not be reached or did not answer
+/// in time (a catalog that is down, for now): worth trying again later.
+fn unreachable(e: &iceberg::Error) -> bool {
+    let mut cause: Option<&(dyn std::error::Error + 'static)> = std::error::Error::source(e);
+    while let Some(c) = cause {
+        if let Some(r) = c.downcast_ref::<reqwest::Error>()
+            && (r.is_connect() || r.is_timeout())
+        {
+            return true;
+        }
+        cause = c.source();
+    }
+    false
 }
 
 #[cfg(test)]

@@ -33,6 +33,41 @@ use super::create::NewTable;
 use crate::catalog::{CatalogConfig, LoadedTable, TableId, props};
 use crate::error::{Error, Result};
 
+/// How often a read answered 429 or 503 is tried again (with backoff) before the error.
+pub(crate) const READ_RETRIES: u32 = 5;
+/// The longest wait between tries, whatever `Retry-After` asks.
+const MAX_BACKOFF: Duration = Duration::from_secs(10);
+
+/// The wait before try `attempt + 1`: the server's `Retry-After` (seconds) if it gave one, else
+/// 100 ms doubling per try, with up to a quarter more at random; never over [`MAX_BACKOFF`].
+pub(crate) fn backoff(attempt: u32, retry_after: Option<Duration>) -> Duration {
+    let base = retry_after.unwrap_or_else(|| {
+        let ms = 100_u64.saturating_mul(1 << attempt.min(10));
+        Duration::from_millis(ms + rand_jitter(ms / 4))
+    });
+    base.min(MAX_BACKOFF)
+}
+
+fn rand_jitter(max: u64) -> u64 {
+    if max == 0 {
+        return 0;
+    }
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| u64::from(d.subsec_nanos()));
+    nanos % max
+}
+
+/// `Retry-After` in seconds (the HTTP-date form is not used by catalog servers).
+fn retry_after(response: &Response) -> Option<Duration> {
+    response
+        .headers()
+        .get(reqwest::header::RETRY_AFTER)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse::<u64>().ok())
+        .map(Duration::from_secs)
+}
+
 /// Connection set-up is quick on a healthy server; waiting longer only delays the retry.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 /// A commit can take a while on a busy server (it writes metadata, may run checks); a request
@@ -388,7 +423,7 @@ impl RestCommitter {
         what: &str,
         build: impl Fn(&reqwest::Client) -> RequestBuilder,
     ) -> Result<Response> {
-        let mut refreshed = false;
+        let (mut refreshed, mut throttled) = (false, 0_u32);
         loop {
             let mut request = build(&self.client).headers(self.headers.clone());
             if let Some(token) = self.bearer(refreshed).await? {
@@ -402,15 +437,33 @@ impl RestCommitter {
                 value.set_sensitive(true);
                 request = request.header(AUTHORIZATION, value);
             }
-            let response = request
-                .send()
+            let request = request
+                .build()
+                .map_err(|e| self.transport_error(what, &e, false))?;
+            // Reads are tried again when the server sheds load; a commit's 429/503 goes back to
+            // the commit driver, which reloads and backs off by the table's retry properties.
+            let read = matches!(*request.method(), Method::GET | Method::HEAD);
+            let response = self
+                .client
+                .execute(request)
                 .await
                 .map_err(|e| self.transport_error(what, &e, true))?;
-            if response.status() == StatusCode::UNAUTHORIZED
-                && self.credential.is_some()
-                && !refreshed
-            {
+            let status = response.status();
+            if status == StatusCode::UNAUTHORIZED && self.credential.is_some() && !refreshed {
                 refreshed = true;
+                continue;
+            }
+            if read
+                && matches!(
+                    status,
+                    StatusCode::TOO_MANY_REQUESTS | StatusCode::SERVICE_UNAVAILABLE
+                )
+                && throttled < READ_RETRIES
+            {
+                let wait = backoff(throttled, retry_after(&response));
+                throttled += 1;
+                tracing::debug!(what, %status, wait_ms = wait.as_millis() as u64, "the catalog is shedding load; trying again");
+                tokio::time::sleep(wait).await;
                 continue;
             }
             return Ok(response);
@@ -626,6 +679,21 @@ mod tests {
         let mut props = vec![("type", "rest"), ("uri", "http://127.0.0.1:1/api/")];
         props.extend_from_slice(extra);
         CatalogConfig::new("r", props)
+    }
+
+    #[test]
+    fn backoff_doubles_honours_retry_after_and_is_capped() {
+        for attempt in 0..4 {
+            let w = backoff(attempt, None).as_millis() as u64;
+            let base = 100 << attempt;
+            assert!((base..=base + base / 4).contains(&w), "{attempt}: {w}");
+        }
+        assert_eq!(
+            backoff(0, Some(Duration::from_secs(3))),
+            Duration::from_secs(3)
+        );
+        assert_eq!(backoff(0, Some(Duration::from_secs(61))), MAX_BACKOFF);
+        assert_eq!(backoff(30, None), MAX_BACKOFF);
     }
 
     #[test]

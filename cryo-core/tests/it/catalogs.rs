@@ -318,3 +318,26 @@ fn reqwest_form(url: &str, id: &str, secret: &str) -> serde_json::Value {
         .unwrap();
     serde_json::from_slice(&out.stdout).unwrap()
 }
+
+/// A REST catalog that is down: a typed, retryable catalog error naming the catalog, with no
+/// secret in it.
+#[tokio::test]
+async fn a_rest_catalog_that_is_down_is_retryable() {
+    let config = CatalogConfig::new(
+        "down",
+        [
+            ("type", "rest"),
+            ("uri", "http://127.0.0.1:9"),
+            ("credential", "id:down-secret-5"),
+        ],
+    );
+    let e = match Catalog::connect(config).await {
+        Ok(c) => c.list_namespaces().await.unwrap_err(),
+        Err(e) => e,
+    };
+    assert!(
+        matches!(&e, cryo_core::Error::Catalog { catalog, retryable: true, .. } if catalog == "down"),
+        "{e:?}"
+    );
+    assert!(!e.to_string().contains("down-secret-5"), "{e}");
+}

@@ -8,6 +8,7 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpListener;
 use std::sync::{Arc, Mutex};
 
+use cryo_core::catalog::CatalogCommitter;
 use cryo_core::commit::{
     NewTable, RestCommitter, SnapshotProducer, StagedSnapshot, certainly_not_committed,
     write_data_files,
@@ -35,6 +36,8 @@ struct Script {
     commits: VecDeque<(u16, String)>,
     tokens: usize,
     seen: Vec<Seen>,
+    /// Table reads answered 429 (`Retry-After: 0`) before the head is served.
+    throttle: usize,
 }
 
 fn serve(script: Arc<Mutex<Script>>) -> String {
@@ -91,14 +94,22 @@ fn serve(script: Arc<Mutex<Script>>) -> String {
                         200,
                         r#"{"defaults":{},"overrides":{"prefix":"p"}}"#.to_string(),
                     )
+                } else if method == "GET" && s.throttle > 0 {
+                    s.throttle -= 1;
+                    (429, error_body(429, "SlowDown", "too many requests"))
                 } else if method == "GET" {
                     (200, s.head.clone())
                 } else {
                     s.commits.pop_front().unwrap_or((500, "{}".into()))
                 }
             };
+            let retry = if status == 429 {
+                "Retry-After: 0\r\n"
+            } else {
+                ""
+            };
             let response = format!(
-                "HTTP/1.1 {status} X\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{reply}",
+                "HTTP/1.1 {status} X\r\nContent-Type: application/json\r\n{retry}Content-Length: {}\r\nConnection: close\r\n\r\n{reply}",
                 reply.len()
             );
             let _ = stream.write_all(response.as_bytes());
@@ -320,5 +331,61 @@ async fn rest_commit_statuses_map_to_typed_errors() {
             .iter()
             .filter(|r| r.path.starts_with("/v1/oauth"))
             .all(|r| r.body.contains("scope=catalog"))
+    );
+}
+
+/// Reads answered 429 are tried again after the server's `Retry-After` (a few times), then the
+/// error is typed, retryable, names the catalog and table, and holds no secret.
+#[tokio::test]
+async fn throttled_reads_back_off_then_give_a_typed_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let catalog = hadoop_catalog(dir.path()).await;
+    let id = TableId::parse("db.throttled").unwrap();
+    let t = catalog
+        .create_table(&id, NewTable::new(schema()).with_partition_spec(by_day()))
+        .await
+        .unwrap();
+    let script = Arc::new(Mutex::new(Script {
+        head: table_json("s3://b/t/metadata/v1.metadata.json", &t.metadata),
+        throttle: 3,
+        ..Script::default()
+    }));
+    let uri = serve(Arc::clone(&script));
+    let secret = "throttle-secret-77";
+    let rest = RestCommitter::new(&CatalogConfig::new(
+        "scripted",
+        [
+            ("uri", uri.as_str()),
+            ("credential", &format!("client:{secret}")),
+        ],
+    ))
+    .unwrap();
+    let head = rest.load_head(&t).await.unwrap();
+    assert_eq!(
+        head.metadata_location.as_deref(),
+        Some("s3://b/t/metadata/v1.metadata.json")
+    );
+    let gets = |s: &Script| {
+        s.seen
+            .iter()
+            .filter(|r| r.method == "GET" && r.path.contains("/tables/"))
+            .count()
+    };
+    assert_eq!(
+        gets(&script.lock().unwrap()),
+        4,
+        "three 429s, then the head"
+    );
+
+    script.lock().unwrap().throttle = 100;
+    let e = rest.load_head(&t).await.unwrap_err();
+    assert!(e.is_retryable(), "{e}");
+    let text = e.to_string();
+    assert!(text.contains("429") && text.contains("scripted"), "{text}");
+    assert!(!text.contains(secret), "{text}");
+    assert_eq!(
+        gets(&script.lock().unwrap()),
+        4 + 6,
+        "five tries again, then the error"
     );
 }
