@@ -322,8 +322,17 @@ def _parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--reviewed", metavar="FINGERPRINT", help="refuse unless the plan has this fingerprint")
     p.add_argument("--execute", action="store_true", help="carry the plan out (default: dry run)")
-    p.add_argument("--lock-dir", metavar="DIR", help="take a file lock per table in DIR")
-    p.add_argument("--receipts", metavar="PATH", help="append receipts (JSON lines) to PATH")
+    p.add_argument(
+        "--lock-dir",
+        metavar="WHERE",
+        help="take a lock per table: a directory of file locks (one machine), 'catalog' (the SQL catalog's "
+        "PostgreSQL database) or an object-store location such as s3://bucket/cryo/locks (many machines)",
+    )
+    p.add_argument(
+        "--receipts",
+        metavar="WHERE",
+        help="append receipts to a JSON-lines file, or under an object-store location (s3://…, abfss://…, gs://…)",
+    )
     p.add_argument("--actor", help="who runs it, for the receipts")
     p.set_defaults(func=cmd_run)
     return parser
