@@ -177,6 +177,22 @@ def services_env() -> dict[str, str]:
     return env
 
 
+def azurite_pyarrow_props(env: dict[str, str]) -> dict[str, str]:
+    """PyIceberg's properties for Azurite (``services_env()``) through PyArrow's Azure file I/O: the
+    account, its key and the blob and dfs storage authority (path-style, plain HTTP). Cryo reads the
+    same properties (it ignores ``py-io-impl``)."""
+    authority = env["CRYO_AZURITE_AUTHORITY"]
+    return {
+        "py-io-impl": "pyiceberg.io.pyarrow.PyArrowFileIO",
+        "adls.account-name": env["CRYO_AZURITE_ACCOUNT"],
+        "adls.account-key": env["CRYO_AZURITE_KEY"],
+        "adls.blob-storage-authority": authority,
+        "adls.dfs-storage-authority": authority,
+        "adls.blob-storage-scheme": "http",
+        "adls.dfs-storage-scheme": "http",
+    }
+
+
 def _file_uri(path: str | os.PathLike[str]) -> str:
     s = str(path)
     return s if "://" in s else Path(s).resolve().as_uri()

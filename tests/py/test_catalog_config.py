@@ -131,10 +131,10 @@ def test_the_cli_takes_a_catalog_by_name(pyiceberg_home):
 def test_properties_cryo_cannot_serve_or_does_not_know(pyiceberg_home, caplog):
     # Known but not served yet: logged with what is missing, by name; the catalog works.
     with caplog.at_level(logging.WARNING, logger="cryo"):
-        cat = cryo.load_catalog("lake", **{"gcs.project-id": SECRET, "s3.role-arn": "arn:x", "frobnicate.level": SECRET})
+        cat = cryo.load_catalog("lake", **{"gcs.requester-pays": SECRET, "s3.role-arn": "arn:x", "frobnicate.level": SECRET})
     assert cat.scan("ns.items").data_files == 4
     messages = [r.getMessage() for r in caplog.records]
-    assert any("gcs.project-id" in m and "GCS storage" in m for m in messages), messages
+    assert any("gcs.requester-pays" in m and "requester-pays buckets" in m for m in messages), messages
     assert any("s3.role-arn" in m and "IAM role" in m for m in messages), messages
     assert any("frobnicate.level" in m and "not one Cryo knows" in m for m in messages), messages
     assert SECRET not in caplog.text

@@ -40,18 +40,7 @@ def shared(tmp_path):
 
     run = uuid.uuid4().hex[:10]
     root = f"abfss://{env['CRYO_AZURITE_CONTAINER']}/coord-{run}"
-    authority = env["CRYO_AZURITE_AUTHORITY"]
-    props = {
-        "uri": env["CRYO_POSTGRES_URI"],
-        "warehouse": f"{root}/wh",
-        "py-io-impl": "pyiceberg.io.pyarrow.PyArrowFileIO",
-        "adls.account-name": env["CRYO_AZURITE_ACCOUNT"],
-        "adls.account-key": env["CRYO_AZURITE_KEY"],
-        "adls.blob-storage-authority": authority,
-        "adls.dfs-storage-authority": authority,
-        "adls.blob-storage-scheme": "http",
-        "adls.dfs-storage-scheme": "http",
-    }
+    props = {"uri": env["CRYO_POSTGRES_URI"], "warehouse": f"{root}/wh", **cryo_peers.azurite_pyarrow_props(env)}
     name = f"coord_{run}"
     pycat = SqlCatalog(name, **props)
     pycat.create_namespace("db")

@@ -50,19 +50,6 @@ def env():
     return e
 
 
-def _azure_pyarrow_props(env) -> dict[str, str]:
-    authority = env["CRYO_AZURITE_AUTHORITY"]
-    return {
-        "py-io-impl": "pyiceberg.io.pyarrow.PyArrowFileIO",
-        "adls.account-name": env["CRYO_AZURITE_ACCOUNT"],
-        "adls.account-key": env["CRYO_AZURITE_KEY"],
-        "adls.blob-storage-authority": authority,
-        "adls.dfs-storage-authority": authority,
-        "adls.blob-storage-scheme": "http",
-        "adls.dfs-storage-scheme": "http",
-    }
-
-
 def _azure_fs(env):
     from pyarrow.fs import AzureFileSystem
 
@@ -152,7 +139,7 @@ def _paths(outcome) -> list[str]:
 
 def test_azure_through_pyarrow_properties(tmp_path, env):
     container = env["CRYO_AZURITE_CONTAINER"]
-    props = _azure_pyarrow_props(env)
+    props = cryo_peers.azurite_pyarrow_props(env)
     warehouse = f"abfss://{container}/cryo-{uuid.uuid4().hex[:10]}"
     cryo_props, pycat, table, before = _written_by_pyiceberg(tmp_path, "azpa", warehouse, props)
     fs = _azure_fs(env)
@@ -236,7 +223,7 @@ def test_a_storage_refusing_writes_leaves_the_table_unchanged(tmp_path, env):
 
 def test_errors_name_the_store_and_hold_no_secret(tmp_path, env):
     container = env["CRYO_AZURITE_CONTAINER"]
-    props = _azure_pyarrow_props(env)
+    props = cryo_peers.azurite_pyarrow_props(env)
     warehouse = f"abfss://{container}/cryo-{uuid.uuid4().hex[:10]}"
     cryo_props, _, table, _ = _written_by_pyiceberg(tmp_path, "azbad", warehouse, props, appends=1)
     wrong_key = "V3JvbmdLZXlXcm9uZ0tleVdyb25nS2V5V3Jvbmc="

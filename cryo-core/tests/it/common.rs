@@ -119,24 +119,31 @@ pub async fn s3_catalog(dir: &Path) -> (Catalog, String) {
     object_store_catalog(dir, &format!("s3://{bucket}"), props).await
 }
 
-/// Azurite's blob service, with PyIceberg's (PyArrow's) properties for the endpoint and key,
-/// and an ADLS Gen2 location as Spark and PyIceberg write them.
-pub async fn azure_catalog(dir: &Path) -> (Catalog, String) {
-    let account = service_env("CRYO_AZURITE_ACCOUNT");
-    let container = service_env("CRYO_AZURITE_CONTAINER");
-    let endpoint = service_env("CRYO_AZURITE_ENDPOINT");
-    let authority = endpoint
-        .trim_start_matches("http://")
-        .split('/')
-        .next()
-        .unwrap()
-        .to_string();
-    let props = vec![
-        ("adls.account-name", account.clone()),
+/// PyIceberg's (PyArrow's) properties for Azurite's blob service: the account, its key and the
+/// blob storage authority (path-style, plain HTTP).
+pub fn azurite_props() -> Vec<(&'static str, String)> {
+    vec![
+        ("adls.account-name", service_env("CRYO_AZURITE_ACCOUNT")),
         ("adls.account-key", service_env("CRYO_AZURITE_KEY")),
-        ("adls.blob-storage-authority", authority),
+        (
+            "adls.blob-storage-authority",
+            service_env("CRYO_AZURITE_AUTHORITY"),
+        ),
         ("adls.blob-storage-scheme", "http".into()),
-    ];
-    let root = format!("abfss://{container}@{account}.dfs.core.windows.net");
-    object_store_catalog(dir, &root, props).await
+    ]
+}
+
+/// Azurite's container as an ADLS Gen2 location, the way Spark and PyIceberg write them
+/// (`abfss://container@account.dfs.core.windows.net`).
+pub fn azurite_root() -> String {
+    format!(
+        "abfss://{}@{}.dfs.core.windows.net",
+        service_env("CRYO_AZURITE_CONTAINER"),
+        service_env("CRYO_AZURITE_ACCOUNT")
+    )
+}
+
+/// A catalog whose warehouse is on Azurite ([`azurite_props`], [`azurite_root`]).
+pub async fn azure_catalog(dir: &Path) -> (Catalog, String) {
+    object_store_catalog(dir, &azurite_root(), azurite_props()).await
 }

@@ -23,7 +23,7 @@ use cryo_core::scan::{ScanOptions, scan_table};
 use cryo_core::{Catalog, CatalogConfig, Namespace, TableId};
 use serde::{Deserialize, Serialize};
 
-use crate::common::service_env;
+use crate::common::{azurite_props, azurite_root, service_env};
 use crate::replace::{append, expected, read_rows, schema};
 
 const CHILD_ENV: &str = "CRYO_IT_LOCK_CHILD";
@@ -65,29 +65,15 @@ fn now_ms() -> i64 {
 /// A catalog in the PostgreSQL server's database (rows scoped by a fresh catalog name) whose
 /// warehouse is a fresh prefix of Azurite's container; `locks_root` is beside it.
 fn shared_config() -> (CatalogConfig, String) {
-    let account = service_env("CRYO_AZURITE_ACCOUNT");
-    let container = service_env("CRYO_AZURITE_CONTAINER");
-    let endpoint = service_env("CRYO_AZURITE_ENDPOINT");
-    let authority = endpoint
-        .trim_start_matches("http://")
-        .split('/')
-        .next()
-        .unwrap()
-        .to_string();
     let run = uuid::Uuid::new_v4().simple().to_string();
-    let root = format!("abfss://{container}@{account}.dfs.core.windows.net/cryo-coord-{run}");
-    let config = CatalogConfig::new(
-        format!("coord_{run}"),
-        [
-            ("uri", service_env("CRYO_POSTGRES_URI")),
-            ("warehouse", format!("{root}/wh")),
-            ("init_catalog_tables", "true".to_string()),
-            ("adls.account-key", service_env("CRYO_AZURITE_KEY")),
-            ("adls.blob-storage-authority", authority),
-            ("adls.blob-storage-scheme", "http".to_string()),
-        ],
-    );
-    (config, root)
+    let root = format!("{}/cryo-coord-{run}", azurite_root());
+    let mut props = vec![
+        ("uri", service_env("CRYO_POSTGRES_URI")),
+        ("warehouse", format!("{root}/wh")),
+        ("init_catalog_tables", "true".to_string()),
+    ];
+    props.extend(azurite_props());
+    (CatalogConfig::new(format!("coord_{run}"), props), root)
 }
 
 /// Entry point of the child processes (not a test of its own: without orders it returns).
