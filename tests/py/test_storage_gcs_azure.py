@@ -169,12 +169,16 @@ def test_azure_through_a_connection_string_and_java_style_locations(tmp_path, en
     _maintain_and_read_back("azconn", cryo_props, pycat, table, before, plant)
 
 
+def _gcs_table(tmp_path: Path, env, name: str):
+    """A table PyIceberg wrote on fake-gcs-server, and Cryo's catalog of it: (catalog, PyIceberg's
+    catalog, table, its head, its rows' fingerprint)."""
+    warehouse = f"gs://{env['CRYO_GCS_BUCKET']}/cryo-{uuid.uuid4().hex[:10]}"
+    cryo_props, pycat, table, before = _written_by_pyiceberg(tmp_path, name, warehouse, _gcs_props(env))
+    return cryo.Catalog(name, **cryo_props), pycat, table, pycat.load_table(table), before
+
+
 def test_gcs_scan_grade_orphans_and_missing_files(tmp_path, env):
-    bucket = env["CRYO_GCS_BUCKET"]
-    warehouse = f"gs://{bucket}/cryo-{uuid.uuid4().hex[:10]}"
-    cryo_props, pycat, table, before = _written_by_pyiceberg(tmp_path, "gcs", warehouse, _gcs_props(env))
-    head = pycat.load_table(table)
-    cat = cryo.Catalog("gcs", **cryo_props)
+    cat, pycat, table, head, before = _gcs_table(tmp_path, env, "gcs")
     scan = cat.scan(table)
     assert scan.data_files == 6 and scan.to_dict()["location"] == head.location()
     assert cryo.grade(scan).grade in "ABCDF"
@@ -208,11 +212,7 @@ def test_gcs_scan_grade_orphans_and_missing_files(tmp_path, env):
 
 
 def test_a_storage_refusing_writes_leaves_the_table_unchanged(tmp_path, env):
-    bucket = env["CRYO_GCS_BUCKET"]
-    warehouse = f"gs://{bucket}/cryo-{uuid.uuid4().hex[:10]}"
-    cryo_props, pycat, table, before = _written_by_pyiceberg(tmp_path, "gcsw", warehouse, _gcs_props(env))
-    head = pycat.load_table(table)
-    cat = cryo.Catalog("gcsw", **cryo_props)
+    cat, pycat, table, head, before = _gcs_table(tmp_path, env, "gcsw")
     out = cat.compact(table, target_file_size=64 << 20)
     assert out.committed_groups == 0 and out.failed_groups == 1, out.to_dict()
     assert "emulator-token-7f3" not in str(out.to_dict())

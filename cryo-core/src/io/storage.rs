@@ -379,29 +379,17 @@ impl ObjectStorage {
                 .map(String::as_str)
                 .filter(|v| !v.is_empty())
         };
-        let conn = p(props::ADLS_CONNECTION_STRING).map(parse_connection_string);
-        let conn_get = |k: &str| {
-            conn.as_ref()
-                .and_then(|c| c.iter().find(|(n, _)| n.eq_ignore_ascii_case(k)))
-                .map(|(_, v)| v.as_str())
-        };
         let target = azure_target(&self.props, authority)?;
         let (container, account) = (target.container.as_str(), target.account.as_str());
-        let per_account = |prefix: &str| p(&format!("{prefix}{account}"));
         let mut b = MicrosoftAzureBuilder::from_env()
             .with_account(account)
             .with_container_name(container);
-        if let Some(endpoint) = target.endpoint {
+        if let Some(endpoint) = &target.endpoint {
             b = b
                 .with_allow_http(endpoint.starts_with("http://"))
-                .with_endpoint(endpoint);
+                .with_endpoint(endpoint.clone());
         }
-        let key = p(props::ADLS_ACCOUNT_KEY)
-            .or_else(|| p(props::ADLS_SHARED_KEY_ACCOUNT_KEY))
-            .or_else(|| conn_get("AccountKey"));
-        let sas = p(props::ADLS_SAS_TOKEN)
-            .or_else(|| per_account(props::ADLS_SAS_TOKEN_PREFIX))
-            .or_else(|| conn_get("SharedAccessSignature"));
+        let (key, sas) = (target.key.as_deref(), target.sas.as_deref());
         if let Some(key) = key {
             b = b.with_access_key(key);
         } else if let Some(sas) = sas {
@@ -711,12 +699,27 @@ pub(crate) fn local_file_path(location: &str) -> Option<std::path::PathBuf> {
         .or_else(|| local_path(location))
 }
 
-/// Where an Azure location's container lives: see [`ObjectStorage::build_azure`].
-#[derive(Debug, PartialEq, Eq)]
+/// Where an Azure location's container lives and the shared key or SAS token for it, from
+/// the properties or a connection string: see [`ObjectStorage::build_azure`].
 struct AzureTarget {
     container: String,
     account: String,
     endpoint: Option<String>,
+    key: Option<String>,
+    sas: Option<String>,
+}
+
+impl fmt::Debug for AzureTarget {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // The key and the token are credentials: only whether they are set.
+        f.debug_struct("AzureTarget")
+            .field("container", &self.container)
+            .field("account", &self.account)
+            .field("endpoint", &self.endpoint)
+            .field("key", &self.key.as_ref().map(|_| "<set>"))
+            .field("sas", &self.sas.as_ref().map(|_| "<set>"))
+            .finish()
+    }
 }
 
 fn azure_target(props: &HashMap<String, String>, authority: &str) -> Result<AzureTarget> {
@@ -772,10 +775,20 @@ fn azure_target(props: &HashMap<String, String>, authority: &str) -> Result<Azur
             format!("{scheme}://{account}.blob.{suffix}")
         })
     };
+    let key = p(props::ADLS_ACCOUNT_KEY)
+        .or_else(|| p(props::ADLS_SHARED_KEY_ACCOUNT_KEY))
+        .or_else(|| conn_get("AccountKey"))
+        .map(str::to_string);
+    let sas = p(props::ADLS_SAS_TOKEN)
+        .or_else(|| per_account(props::ADLS_SAS_TOKEN_PREFIX))
+        .or_else(|| conn_get("SharedAccessSignature"))
+        .map(str::to_string);
     Ok(AzureTarget {
         container: container.to_string(),
         account,
         endpoint: endpoint.map(|e| e.trim_end_matches('/').to_string()),
+        key,
+        sas,
     })
 }
 
@@ -1269,6 +1282,8 @@ mod tests {
         )];
         let e = t(&conn, "c").unwrap();
         assert_eq!(e.account, "dev");
+        assert_eq!(e.key.as_deref(), Some("a2V5"));
+        assert!(!format!("{e:?}").contains("a2V5"));
         assert_eq!(e.endpoint.as_deref(), Some("http://127.0.0.1:10000/dev"));
     }
 
