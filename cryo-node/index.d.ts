@@ -255,7 +255,7 @@ export declare class CommitFence {
    * The option cryo-core reads (`{ dir, wait_ms }`); `index.js` passes a fence given as
    * `commitFence` this way.
    */
-  toOption(): { dir: string; wait_ms: number; database?: string }
+  toOption(): { dir: string; wait_ms: number; database?: string; location?: string; properties?: Record<string, string>; lease_ms?: number }
   /** `CommitFence(/var/lib/cryo/fence, waitMs=60000)`. */
   toString(): string
 }
@@ -445,6 +445,22 @@ export interface CommitFenceOptions {
    * there, for writers and maintainers on many machines; `dir` is then unused (give `""`).
    */
   database?: string
+  /**
+   * A location on object storage (`s3://bucket/cryo/fence`, `abfss://…`, `gs://…`): the
+   * fence is lease objects there, for writers and maintainers that share only the bucket;
+   * `dir` is then unused (give `""`).
+   */
+  location?: string
+  /**
+   * Storage properties for `location`, PyIceberg's names (the catalog's `s3.*`, say).
+   * Without them Cryo's commits use the table's storage, writers their environment's.
+   */
+  properties?: Record<string, string>
+  /**
+   * How long a killed holder of a fence object keeps the others out, in milliseconds
+   * (default 60 s).
+   */
+  leaseMs?: number
 }
 
 /** What `compact` did (or, in a dry run, would do). */

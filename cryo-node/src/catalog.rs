@@ -472,7 +472,7 @@ impl Catalog {
             let mut run = FleetRun::new(&cat, &plan)
                 .with_options(opts)
                 .with_governor(shared)
-                .with_controls(controls.load()?);
+                .with_controls(controls.load_from(&cat).await?);
             for (name, engine) in engines {
                 run = run.with_engine(name, engine);
             }

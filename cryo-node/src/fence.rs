@@ -7,6 +7,7 @@
 //! A writer's side is [`CommitFence::writer`]: hold the [`WriterFence`] it resolves to from before
 //! the operation reads the table until after it committed, then `release()` it.
 
+use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::{Mutex, PoisonError};
 
@@ -28,6 +29,16 @@ pub struct CommitFenceOptions {
     /// A PostgreSQL URI (the SQL catalog's own database, say): the fence is advisory locks
     /// there, for writers and maintainers on many machines; `dir` is then unused (give `""`).
     pub database: Option<String>,
+    /// A location on object storage (`s3://bucket/cryo/fence`, `abfss://…`, `gs://…`): the
+    /// fence is lease objects there, for writers and maintainers that share only the bucket;
+    /// `dir` is then unused (give `""`).
+    pub location: Option<String>,
+    /// Storage properties for `location`, PyIceberg's names (the catalog's `s3.*`, say).
+    /// Without them Cryo's commits use the table's storage, writers their environment's.
+    pub properties: Option<HashMap<String, String>>,
+    /// How long a killed holder of a fence object keeps the others out, in milliseconds
+    /// (default 60 s).
+    pub lease_ms: Option<i64>,
 }
 
 /// A commit fence shared by writers and Cryo, through OS file locks in `dir` (every process on
@@ -43,14 +54,28 @@ impl CommitFence {
     #[napi(constructor)]
     pub fn new(dir: String, options: Option<CommitFenceOptions>) -> napi::Result<Self> {
         let mut inner = CoreFence::new(PathBuf::from(dir));
-        let (wait_ms, database) = options.map_or((None, None), |o| (o.wait_ms, o.database));
-        inner.database = database;
-        if let Some(wait_ms) = wait_ms {
-            inner.wait_ms = u64::try_from(wait_ms).map_err(|_| {
+        let options = options.unwrap_or(CommitFenceOptions {
+            wait_ms: None,
+            database: None,
+            location: None,
+            properties: None,
+            lease_ms: None,
+        });
+        inner.database = options.database;
+        inner.location = options.location;
+        inner.properties = options.properties.unwrap_or_default().into_iter().collect();
+        let ms = |name: &str, v: i64| {
+            u64::try_from(v).map_err(|_| {
                 errors::validation(format!(
-                    "commit fence: waitMs must not be negative, got {wait_ms}"
+                    "commit fence: {name} must not be negative, got {v}"
                 ))
-            })?;
+            })
+        };
+        if let Some(wait_ms) = options.wait_ms {
+            inner.wait_ms = ms("waitMs", wait_ms)?;
+        }
+        if let Some(lease_ms) = options.lease_ms {
+            inner.lease_ms = ms("leaseMs", lease_ms)?;
         }
         check(inner.validate())?;
         Ok(Self { inner })
@@ -85,12 +110,20 @@ impl CommitFence {
 
     /// The option cryo-core reads (`{ dir, wait_ms }`); `index.js` passes a fence given as
     /// `commitFence` this way.
-    #[napi(ts_return_type = "{ dir: string; wait_ms: number; database?: string }")]
+    #[napi(
+        ts_return_type = "{ dir: string; wait_ms: number; database?: string; location?: string; properties?: Record<string, string>; lease_ms?: number }"
+    )]
     pub fn to_option(&self) -> Value {
-        match &self.inner.database {
-            Some(db) => json!({ "dir": self.dir(), "wait_ms": self.inner.wait_ms, "database": db }),
-            None => json!({ "dir": self.dir(), "wait_ms": self.inner.wait_ms }),
+        let mut option = json!({ "dir": self.dir(), "wait_ms": self.inner.wait_ms });
+        if let Some(db) = &self.inner.database {
+            option["database"] = json!(db);
         }
+        if let Some(location) = &self.inner.location {
+            option["location"] = json!(location);
+            option["properties"] = json!(self.inner.properties);
+            option["lease_ms"] = json!(self.inner.lease_ms);
+        }
+        option
     }
 
     /// `CommitFence(/var/lib/cryo/fence, waitMs=60000)`.
@@ -100,6 +133,15 @@ impl CommitFence {
         reason = "JS calls toString(); Display is not visible from JS"
     )]
     pub fn to_string(&self) -> String {
+        if self.inner.database.is_some() {
+            return format!("CommitFence(database=<set>, waitMs={})", self.inner.wait_ms);
+        }
+        if let Some(location) = &self.inner.location {
+            return format!(
+                "CommitFence(location={location}, waitMs={}, leaseMs={})",
+                self.inner.wait_ms, self.inner.lease_ms
+            );
+        }
         format!(
             "CommitFence({}, waitMs={})",
             self.inner.dir.display(),

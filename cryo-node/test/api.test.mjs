@@ -366,6 +366,17 @@ test('the commit fence: a writer holding it keeps Cryo from committing; released
   assert.ok((real.counts.succeeded ?? 0) > 0, String(real))
   assert.notEqual((await cat.scan(table)).currentSnapshotId, before)
 
+  // Across machines: lease objects on object storage (proved across processes on Azurite by the
+  // Rust and Python tests; here the spelling). The properties never show.
+  const objects = new cryo.CommitFence('', { location: 'memory://fence/cryo', properties: { 's3.secret-access-key': 'hunter2-secret' }, leaseMs: 2_000, waitMs: 100 })
+  assert.deepEqual(objects.toOption(), { dir: '', wait_ms: 100, location: 'memory://fence/cryo', properties: { 's3.secret-access-key': 'hunter2-secret' }, lease_ms: 2000 })
+  assert.equal(String(objects), 'CommitFence(location=memory://fence/cryo, waitMs=100, leaseMs=2000)')
+  const leased = await objects.writer(cat.name, table)
+  assert.equal(leased.held, true)
+  leased.release()
+  assert.throws(() => new cryo.CommitFence('', { location: join(dir, 'fence') }), (e) => e instanceof cryo.ValidationError && /commit_fence\.dir/.test(e.message))
+  assert.throws(() => new cryo.CommitFence('', { location: 's3://b/f', database: 'postgresql://h/db' }), (e) => e instanceof cryo.ValidationError && /not both/.test(e.message))
+
   // Bad fences change nothing and say what is wrong.
   assert.throws(() => new cryo.CommitFence(''), (e) => e instanceof cryo.ValidationError && /commit_fence\.dir/.test(e.message))
   assert.throws(() => new cryo.CommitFence(dir, { waitMs: -1 }), cryo.ValidationError)

@@ -241,10 +241,14 @@ impl Catalog {
             .into_iter()
             .map(|s| s.get().inner.as_ref().clone())
             .collect();
-        let name = self.current().name().to_string();
-        let plan = py.detach(|| plan_scans(&name, &scans, &grading, &planning, &sources.load()?));
+        let cat = self.core(py)?;
+        let plan = wait(py, move || async move {
+            // A receipt log on object storage is read with the catalog's storage.
+            let controls = sources.load_from(&cat).await?;
+            plan_scans(cat.name(), &scans, &grading, &planning, &controls)
+        })?;
         Ok(Plan {
-            inner: Arc::new(check(plan)?),
+            inner: Arc::new(plan),
         })
     }
 
@@ -448,7 +452,7 @@ impl Catalog {
         let outcome = wait(py, move || async move {
             let mut run = FleetRun::new(&cat, &plan)
                 .with_options(opts)
-                .with_controls(controls.load()?);
+                .with_controls(controls.load_from(&cat).await?);
             for (name, engine) in engines {
                 run = run.with_engine(name, engine);
             }

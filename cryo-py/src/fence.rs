@@ -1,5 +1,6 @@
 //! The commit fence (cryo-core's `govern::CommitFence`) for writers and for Cryo's options.
 
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::{Mutex, PoisonError};
 
@@ -17,7 +18,9 @@ use crate::runtime::blocking;
 /// (read to commit) in ``with fence.writer(catalog_name, table):``. Cryo's commits and those
 /// operations never overlap, so a merge-on-read writer never fails on files a compaction just
 /// replaced. Local: OS file locks under ``dir``, for processes on one host; across machines:
-/// ``database=`` a PostgreSQL URI (the SQL catalog's own database, say), advisory locks there.
+/// ``database=`` a PostgreSQL URI (the SQL catalog's own database, say), advisory locks there,
+/// or ``location=`` a location on object storage (``s3://bucket/cryo/fence``), lease objects
+/// there, reached with ``properties`` (PyIceberg's names, e.g. the catalog's ``s3.*``).
 #[pyclass(frozen, module = "cryo._cryo", name = "CommitFence")]
 pub struct CommitFence {
     inner: CoreFence,
@@ -27,9 +30,20 @@ pub struct CommitFence {
 impl CommitFence {
     /// ``wait_ms``: longest a commit of Cryo's waits for writers in flight (default 60 s).
     /// ``database``: a PostgreSQL URI; the fence is advisory locks there (``dir`` unused).
+    /// ``location``: a location on object storage; the fence is lease objects there, reached
+    /// with ``properties`` (without them, Cryo's commits use the table's storage and writers
+    /// their environment's defaults); ``lease_ms``: how long a killed holder keeps the others
+    /// out (default 60 s).
     #[new]
-    #[pyo3(signature = (dir = None, *, wait_ms = None, database = None))]
-    fn new(dir: Option<PathBuf>, wait_ms: Option<u64>, database: Option<String>) -> PyResult<Self> {
+    #[pyo3(signature = (dir = None, *, wait_ms = None, database = None, location = None, properties = None, lease_ms = None))]
+    fn new(
+        dir: Option<PathBuf>,
+        wait_ms: Option<u64>,
+        database: Option<String>,
+        location: Option<String>,
+        properties: Option<BTreeMap<String, String>>,
+        lease_ms: Option<u64>,
+    ) -> PyResult<Self> {
         let dir = dir.unwrap_or_default();
         if dir.to_str().is_none() {
             return Err(crate::errors::validation(format!(
@@ -39,8 +53,13 @@ impl CommitFence {
         }
         let mut inner = CoreFence::new(dir);
         inner.database = database;
+        inner.location = location;
+        inner.properties = properties.unwrap_or_default();
         if let Some(w) = wait_ms {
             inner.wait_ms = w;
+        }
+        if let Some(l) = lease_ms {
+            inner.lease_ms = l;
         }
         check(inner.validate())?;
         Ok(Self { inner })
@@ -62,6 +81,12 @@ impl CommitFence {
         self.inner.database.is_some()
     }
 
+    /// The location of the fence's objects on object storage, if it is there.
+    #[getter]
+    fn location(&self) -> Option<String> {
+        self.inner.location.clone()
+    }
+
     /// A context manager holding the fence for one writer operation on ``catalog``.``table``
     /// (``catalog``: the name given to :class:`cryo.Catalog`).
     fn writer(&self, catalog: String, table: &str) -> PyResult<WriterFence> {
@@ -81,6 +106,11 @@ impl CommitFence {
         if let Some(db) = &self.inner.database {
             d.set_item("database", db)?;
         }
+        if let Some(location) = &self.inner.location {
+            d.set_item("location", location)?;
+            d.set_item("properties", &self.inner.properties)?;
+            d.set_item("lease_ms", self.inner.lease_ms)?;
+        }
         Ok(d)
     }
 
@@ -89,6 +119,12 @@ impl CommitFence {
             return format!(
                 "CommitFence(database=<set>, wait_ms={})",
                 self.inner.wait_ms
+            );
+        }
+        if let Some(location) = &self.inner.location {
+            return format!(
+                "CommitFence(location={location:?}, wait_ms={}, lease_ms={})",
+                self.inner.wait_ms, self.inner.lease_ms
             );
         }
         format!(

@@ -1,5 +1,5 @@
 """Coordination across machines through the Python package: locks in the catalog's PostgreSQL database
-or on object storage, receipts on object storage, the commit fence in the database.
+or on object storage, receipts on object storage, the commit fence in the database or on object storage.
 
 Run with the peers venv after installing the package (scripts/test.sh does both), with the loopback
 services up (``scripts/services.sh start``: PostgreSQL on 127.0.0.1:5433, Azurite on 127.0.0.1:10000):
@@ -63,12 +63,19 @@ def test_run_under_shared_locks_with_receipts_in_the_bucket(shared, locks):
     cat = cryo.Catalog(shared["name"], **shared["props"])
     lock_dir = "catalog" if locks == "catalog" else f"{shared['root']}/locks"
     receipts = f"{shared['root']}/receipts"
+    scans = cat.scan_fleet()
     out = cat.run(_plan(cat), dry_run=False, lock_dir=lock_dir, receipt_log=receipts, actor="py-maintainer", quiet_period_ms=0)
     assert out.counts.get("succeeded", 0) > 0 and out.failed_tables == [], out
     logged = pa.table(cat.read_receipts(receipts)).to_pylist()
     assert len(logged) == pa.table(out.receipts()).num_rows
     assert any(r["status"] == "succeeded" and r["operation"] == "rewrite_data_files" for r in logged), logged
     assert all(r["actor"] == "py-maintainer" for r in logged)
+    # Another maintainer planning from the same log (another machine: it shares only the bucket),
+    # on scans from before the run, sees the compaction cooling down.
+    again = cryo.Catalog(shared["name"], **shared["props"]).plan(scans, receipt_log=receipts).to_dict()
+    events = [t for t in again["tables"] if (*t["table"]["namespace"], t["table"]["name"]) == ("db", "events")]
+    assert events and all(s["operation"] != "rewrite_data_files" for s in events[0]["steps"]), (again["tables"], again.get("skipped_tables"))
+    assert any(s["operation"] == "rewrite_data_files" and s["reason"].startswith("cooldown") for s in events[0]["skipped"]), events
     head = shared["pycat"].load_table("db.events")
     assert cryo_peers.fingerprint(head.scan().to_arrow()) == shared["before"]
 
@@ -86,11 +93,19 @@ def test_locks_in_a_sqlite_catalog_are_refused_with_what_to_do(tmp_path):
         cat.run(plan, lock_dir="catalog")
 
 
-def test_the_commit_fence_in_the_database(shared):
+@pytest.mark.parametrize("where", ["database", "objects"])
+def test_the_commit_fence_across_machines(shared, where):
     cat = cryo.Catalog(shared["name"], **shared["props"])
-    fence = cryo.CommitFence(database=shared["props"]["uri"], wait_ms=300)
-    assert fence.in_database and "database=<set>" in repr(fence)
-    assert shared["props"]["uri"].split("@")[0] not in repr(fence)
+    if where == "database":
+        fence = cryo.CommitFence(database=shared["props"]["uri"], wait_ms=300)
+        assert fence.in_database and "database=<set>" in repr(fence)
+        assert shared["props"]["uri"].split("@")[0] not in repr(fence)
+    else:
+        # Lease objects beside the tables, reached with the catalog's storage properties.
+        storage = {k: v for k, v in shared["props"].items() if k.startswith("adls.")}
+        fence = cryo.CommitFence(location=f"{shared['root']}/fence", properties=storage, wait_ms=300, lease_ms=5_000)
+        assert fence.location == f"{shared['root']}/fence" and not fence.in_database
+        assert all(v not in repr(fence) for v in storage.values() if len(v) > 8), repr(fence)
     before = shared["pycat"].load_table("db.events").metadata_location
     with fence.writer(cat.name, "db.events"):
         out = cat.compact("db.events", dry_run=False, commit_fence=fence)

@@ -24,17 +24,22 @@
 //! waiting commit closes a gate, so a stream of writers cannot starve it; writers wait at most
 //! for one commit of Cryo's.
 //!
-//! Two implementations, the same protocol:
+//! Three implementations, the same protocol:
 //!
 //! - OS file locks under [`CommitFence::dir`]: every process on one host (or on a filesystem
 //!   with working `flock`) that uses the same directory takes part;
 //! - PostgreSQL advisory locks in [`CommitFence::database`] (the SQL catalog's own database,
 //!   say): every process on any machine that reaches it takes part. The gate and the fence are
-//!   two advisory keys per table; each holder has a session of its own.
+//!   two advisory keys per table; each holder has a session of its own;
+//! - lease objects under [`CommitFence::location`] on object storage (beside the tables, say):
+//!   every process that reaches the bucket takes part. A gate object per table (created only
+//!   if absent) and an object per writer; a writer writes its own before it reads the gate,
+//!   Cryo creates the gate before it lists the writers, so one of them always sees the other.
 //!
-//! Either way a crashed holder releases the fence with its process (its file handle or its
-//! session closes).
+//! A crashed holder releases the fence with its process (its file handle or its session
+//! closes), or on object storage once its lease has run out ([`CommitFence::lease_ms`]).
 
+use std::collections::BTreeMap;
 use std::fs::{File, OpenOptions};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -44,12 +49,15 @@ use serde::{Deserialize, Serialize};
 use crate::catalog::{LoadedTable, TableId};
 use crate::commit::CatalogCommitter;
 use crate::error::{Error, Result};
+use crate::io::ObjectStorage;
+
+use super::fence_objects::{self, Lease, ObjectFence};
 
 /// Poll interval of Cryo's bounded wait.
 const POLL: Duration = Duration::from_millis(10);
 
 /// Where the fence of a table lives and how long Cryo waits for it.
-#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct CommitFence {
     /// Directory of the fence files, shared by the writers and Cryo (one host).
@@ -58,28 +66,75 @@ pub struct CommitFence {
     /// catalog takes (`postgresql://user:password@host:5432/db`, SQLAlchemy's, JDBC's); when
     /// set, the fence is advisory locks there and [`Self::dir`] is not used.
     pub database: Option<String>,
+    /// A location on object storage shared by the writers and Cryo (any host):
+    /// `s3://bucket/cryo/fence`, `abfss://…`, `gs://…`; when set, the fence is lease objects
+    /// there and [`Self::dir`] is not used.
+    pub location: Option<String>,
+    /// Storage properties for [`Self::location`] (PyIceberg's names: `s3.endpoint`,
+    /// `adls.account-name`, …). Empty: Cryo's commits reach it with the table's own storage,
+    /// writers with the defaults of their environment. Never serialized.
+    #[serde(skip_serializing)]
+    pub properties: BTreeMap<String, String>,
+    /// Lease of a fence object on [`Self::location`]: how long a crashed holder keeps the
+    /// others out (renewed every third of it while held; at least a second).
+    pub lease_ms: u64,
     /// Longest Cryo waits for writers' operations in flight before giving the commit up
     /// (its groups fail, retryable, and their files are deleted).
     pub wait_ms: u64,
+    /// The storage reaching [`Self::location`], given by [`Self::on_object_storage`].
+    #[serde(skip)]
+    storage: Option<ObjectStorage>,
 }
+
+impl PartialEq for CommitFence {
+    fn eq(&self, other: &Self) -> bool {
+        // The storage is how the location is reached, not which fence it is.
+        (
+            &self.dir,
+            &self.database,
+            &self.location,
+            &self.properties,
+            self.lease_ms,
+            self.wait_ms,
+        ) == (
+            &other.dir,
+            &other.database,
+            &other.location,
+            &other.properties,
+            other.lease_ms,
+            other.wait_ms,
+        )
+    }
+}
+
+impl Eq for CommitFence {}
 
 impl Default for CommitFence {
     fn default() -> Self {
         Self {
             dir: PathBuf::new(),
             database: None,
+            location: None,
+            properties: BTreeMap::new(),
+            lease_ms: crate::govern::DEFAULT_LEASE_MS,
             wait_ms: 60_000,
+            storage: None,
         }
     }
 }
 
 impl std::fmt::Debug for CommitFence {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        // The database URI may hold a password: only whether one is set.
+        // The database URI may hold a password, the properties credentials: only whether the
+        // one is set, and the other's keys.
         f.debug_struct("CommitFence")
             .field("dir", &self.dir)
             .field("database", &self.database.as_ref().map(|_| "<set>"))
+            .field("location", &self.location)
+            .field("property_keys", &self.properties.keys().collect::<Vec<_>>())
+            .field("lease_ms", &self.lease_ms)
             .field("wait_ms", &self.wait_ms)
+            .field("storage", &self.storage)
             .finish()
     }
 }
@@ -89,6 +144,7 @@ impl std::fmt::Debug for CommitFence {
 pub struct FenceGuard {
     _files: Vec<File>,
     _session: Option<PgSession>,
+    _lease: Option<Lease>,
 }
 
 /// A PostgreSQL session holding advisory locks: closing it (dropping it) releases them.
@@ -120,17 +176,72 @@ impl CommitFence {
         }
     }
 
-    /// Reject a fence without a directory or a database.
+    /// The fence as lease objects under `location` on object storage (for writers and
+    /// maintainers that share only a bucket), reached through `storage` (a catalog's, with its
+    /// credentials), with the default lease (a minute) and wait.
+    pub fn on_object_storage(location: impl Into<String>, storage: ObjectStorage) -> Self {
+        Self {
+            location: Some(location.into()),
+            storage: Some(storage),
+            ..Self::default()
+        }
+    }
+
+    /// Reject a fence without a directory, a database or a location, or with two of the
+    /// latter, or a location on local files (they cannot create an object only if absent
+    /// across machines: give a directory instead).
     pub fn validate(&self) -> Result<()> {
-        match &self.database {
-            Some(db) if db.trim().is_empty() => {
+        match (&self.database, &self.location) {
+            (Some(_), Some(_)) => Err(Error::validation(
+                "commit_fence: give a database or a location, not both",
+            )),
+            (Some(db), None) if db.trim().is_empty() => {
                 Err(Error::validation("commit_fence.database must not be empty"))
             }
-            None if self.dir.as_os_str().is_empty() => Err(Error::validation(
-                "commit_fence.dir must not be empty (or give commit_fence.database)",
+            (None, Some(location)) => {
+                let root = crate::io::normalize_location(location.trim())?;
+                if root.starts_with("file:") {
+                    return Err(Error::validation(format!(
+                        "commit_fence.location `{root}` is on local files: give it as \
+                         commit_fence.dir instead (the location is for object storage)"
+                    )));
+                }
+                Ok(())
+            }
+            (None, None) if self.dir.as_os_str().is_empty() => Err(Error::validation(
+                "commit_fence.dir must not be empty (or give commit_fence.database or \
+                 commit_fence.location)",
             )),
             _ => Ok(()),
         }
+    }
+
+    /// The fence objects of `catalog`.`table` on [`Self::location`], reached through the
+    /// fence's own storage, else `fallback` (the table's), else the environment's defaults.
+    fn objects(
+        &self,
+        location: &str,
+        catalog: &str,
+        table: &TableId,
+        fallback: Option<&ObjectStorage>,
+    ) -> Result<ObjectFence> {
+        let root = crate::io::normalize_location(location.trim())?;
+        let storage = match (&self.storage, fallback) {
+            (Some(s), _) => s.clone(),
+            (None, Some(s)) if self.properties.is_empty() => s.clone(),
+            (None, _) => crate::io::ObjectStorageFactory::new()
+                .storage(self.properties.clone().into_iter().collect()),
+        };
+        Ok(ObjectFence {
+            storage,
+            prefix: format!(
+                "{}/{}",
+                root.trim_end_matches('/'),
+                crate::govern::lock::table_file_stem(catalog, table)
+            ),
+            table: table.clone(),
+            lease_ms: self.lease_ms.max(1_000),
+        })
     }
 
     /// The advisory keys of `catalog`.`table`'s gate and fence.
@@ -173,6 +284,7 @@ impl CommitFence {
         Ok(FenceGuard {
             _files: Vec::new(),
             _session: Some(PgSession(conn)),
+            _lease: None,
         })
     }
 
@@ -203,6 +315,7 @@ impl CommitFence {
         Ok(Some(FenceGuard {
             _files: Vec::new(),
             _session: Some(PgSession(conn)),
+            _lease: None,
         }))
     }
 
@@ -230,6 +343,14 @@ impl CommitFence {
     /// before the operation reads the table until after it committed.
     pub fn enter_writer(&self, catalog: &str, table: &TableId) -> Result<FenceGuard> {
         self.validate()?;
+        if let Some(location) = &self.location {
+            let lease = fence_objects::enter_writer(self.objects(location, catalog, table, None)?)?;
+            return Ok(FenceGuard {
+                _files: Vec::new(),
+                _session: None,
+                _lease: Some(lease),
+            });
+        }
         if self.database.is_some() {
             // A runtime of its own, on a thread of its own (the caller may be on a runtime's
             // thread, where blocking on another is refused). The session outlives it: holding
@@ -259,6 +380,7 @@ impl CommitFence {
         Ok(FenceGuard {
             _files: vec![fence],
             _session: None,
+            _lease: None,
         })
     }
 
@@ -266,7 +388,29 @@ impl CommitFence {
     /// the writers in flight to finish, and holds the fence exclusively until the guard is
     /// dropped. `Ok(None)`: writers held it for the whole wait.
     pub async fn enter_commit(&self, catalog: &str, table: &TableId) -> Result<Option<FenceGuard>> {
+        self.enter_commit_with(catalog, table, None).await
+    }
+
+    /// [`Self::enter_commit`], reaching a fence on object storage through `storage` unless the
+    /// fence names its own.
+    async fn enter_commit_with(
+        &self,
+        catalog: &str,
+        table: &TableId,
+        storage: Option<&ObjectStorage>,
+    ) -> Result<Option<FenceGuard>> {
         self.validate()?;
+        if let Some(location) = &self.location {
+            let deadline = Instant::now() + Duration::from_millis(self.wait_ms);
+            let objects = self.objects(location, catalog, table, storage)?;
+            return Ok(fence_objects::enter_commit(objects, deadline)
+                .await?
+                .map(|lease| FenceGuard {
+                    _files: Vec::new(),
+                    _session: None,
+                    _lease: Some(lease),
+                }));
+        }
         if self.database.is_some() {
             return self.enter_commit_in_database(catalog, table).await;
         }
@@ -283,6 +427,7 @@ impl CommitFence {
         Ok(Some(FenceGuard {
             _files: vec![fence, gate],
             _session: None,
+            _lease: None,
         }))
     }
 }
@@ -297,7 +442,10 @@ pub(super) async fn enter_fence(
     committer: &dyn CatalogCommitter,
     head: &LoadedTable,
 ) -> Result<(FenceGuard, LoadedTable)> {
-    match fence.enter_commit(catalog, &head.id).await? {
+    match fence
+        .enter_commit_with(catalog, &head.id, Some(&head.storage))
+        .await?
+    {
         Some(g) => Ok((g, committer.load_head(head).await?)),
         None => Err(Error::CommitConflict {
             retryable: true,
@@ -421,6 +569,109 @@ mod tests {
         drop(guard);
         drop(late.join().unwrap());
         assert!(late_in.load(Ordering::SeqCst));
+    }
+
+    fn memory_fence(wait_ms: u64, lease_ms: u64) -> CommitFence {
+        let storage =
+            crate::io::ObjectStorageFactory::new().storage(std::collections::HashMap::new());
+        let mut fence = CommitFence::on_object_storage("memory://fence", storage);
+        fence.wait_ms = wait_ms;
+        fence.lease_ms = lease_ms;
+        fence
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn on_object_storage_writers_share_and_exclude_commits() {
+        let fence = memory_fence(300, 1_000);
+        let writer = |f: &CommitFence| {
+            let f = f.clone();
+            std::thread::spawn(move || f.enter_writer("c", &table()).unwrap())
+                .join()
+                .unwrap()
+        };
+        let (w1, w2) = (writer(&fence), writer(&fence));
+        assert!(fence.enter_commit("c", &table()).await.unwrap().is_none());
+        assert!(fence.enter_commit("c2", &table()).await.unwrap().is_some());
+        drop(w1);
+        assert!(fence.enter_commit("c", &table()).await.unwrap().is_none());
+        drop(w2);
+        let commit = fence.enter_commit("c", &table()).await.unwrap().unwrap();
+        // Held past its lease (renewed): a second commit and a writer stay out.
+        tokio::time::sleep(Duration::from_millis(1_500)).await;
+        assert!(fence.enter_commit("c", &table()).await.unwrap().is_none());
+        let entered = Arc::new(AtomicBool::new(false));
+        let late = {
+            let (fence, entered) = (fence.clone(), Arc::clone(&entered));
+            std::thread::spawn(move || {
+                let g = fence.enter_writer("c", &table()).unwrap();
+                entered.store(true, Ordering::SeqCst);
+                g
+            })
+        };
+        tokio::time::sleep(Duration::from_millis(400)).await;
+        assert!(!entered.load(Ordering::SeqCst));
+        drop(commit);
+        let late = late.join().unwrap();
+        assert!(entered.load(Ordering::SeqCst));
+        // A commit now waits for that writer, and gives up: nothing of its gate is left.
+        assert!(fence.enter_commit("c", &table()).await.unwrap().is_none());
+        drop(late);
+        assert!(fence.enter_commit("c", &table()).await.unwrap().is_some());
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn on_object_storage_a_dead_writer_is_ignored_once_its_lease_ran_out() {
+        let fence = memory_fence(5_000, 1_000);
+        let objects = fence
+            .objects("memory://fence", "c", &table(), None)
+            .unwrap();
+        // What a killed writer leaves: its object, no longer renewed.
+        let record = serde_json::json!({
+            "holder": "writer", "pid": 1, "since_ms": 0,
+            "expires_ms": std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as i64 + 1_000,
+            "table": "db.t",
+        });
+        let dead = format!("{}/writers/dead.json", objects.prefix);
+        objects
+            .storage
+            .write_all(&dead, serde_json::to_vec(&record).unwrap().into())
+            .await
+            .unwrap();
+        let started = Instant::now();
+        let commit = fence.enter_commit("c", &table()).await.unwrap();
+        assert!(commit.is_some());
+        assert!(
+            started.elapsed() >= Duration::from_millis(700),
+            "{:?}",
+            started.elapsed()
+        );
+        assert!(objects.storage.head(&dead).await.unwrap().is_none());
+    }
+
+    #[test]
+    fn locations_are_checked() {
+        let mut fence = memory_fence(1, 1);
+        fence.database = Some("postgresql://h/db".into());
+        assert!(
+            fence
+                .validate()
+                .unwrap_err()
+                .to_string()
+                .contains("not both")
+        );
+        let local = CommitFence {
+            location: Some("/var/lib/fence".into()),
+            ..CommitFence::default()
+        };
+        let e = local.validate().unwrap_err().to_string();
+        assert!(e.contains("commit_fence.dir"), "{e}");
+        let secret = CommitFence {
+            properties: [("s3.secret-access-key".to_string(), "hunter2".to_string())].into(),
+            ..memory_fence(1, 1)
+        };
+        assert!(!format!("{secret:?}").contains("hunter2"));
+        assert!(!serde_json::to_string(&secret).unwrap().contains("hunter2"));
     }
 
     #[test]

@@ -66,6 +66,7 @@
 
 pub(crate) mod driver;
 mod fence;
+mod fence_objects;
 mod files;
 mod producer;
 mod retry;

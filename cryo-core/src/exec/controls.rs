@@ -6,9 +6,9 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use crate::catalog::TableId;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::plan::TableControl;
-use crate::receipt::{JsonLinesLog, Receipt, ReceiptStatus};
+use crate::receipt::{JsonLinesLog, Receipt, ReceiptLog, ReceiptStatus};
 
 /// The per-table controls the planner takes, rebuilt from receipts: when each operation last
 /// succeeded on each table, so cooldowns hold across runs and processes that share a log.
@@ -40,18 +40,45 @@ pub fn controls_from_receipts(receipts: &[Receipt]) -> BTreeMap<TableId, TableCo
 pub struct ControlSources {
     /// Per table, keyed by its identifier as written (`ns.table`, `"my.ns".t`).
     pub tables: BTreeMap<String, TableControl>,
-    /// A receipt log (JSON lines, as [`JsonLinesLog`] writes it); absent: none yet.
-    pub receipt_log: Option<std::path::PathBuf>,
+    /// A receipt log: a local file of JSON lines (as [`JsonLinesLog`] writes it), or a
+    /// location on object storage (as [`ObjectReceiptLog`](crate::receipt::ObjectReceiptLog)
+    /// writes it, read with [`ControlSources::load_from`]); absent: none yet.
+    pub receipt_log: Option<String>,
 }
 
 impl ControlSources {
     /// The controls of every table either source names. Fails on an identifier that does not
     /// parse or a receipt log that cannot be read.
+    /// A log on object storage needs a catalog to reach it: [`Self::load_from`].
     pub fn load(&self) -> Result<BTreeMap<TableId, TableControl>> {
-        let mut out = match &self.receipt_log {
-            Some(path) => controls_from_receipts(&JsonLinesLog::new(path).read()?),
-            None => BTreeMap::new(),
+        let receipts = match self.receipt_log.as_deref().map(str::trim) {
+            Some(spec) if spec.contains("://") && !spec.starts_with("file:") => {
+                return Err(Error::config(format!(
+                    "receipt log `{spec}` is on object storage: read it through the catalog \
+                     (ControlSources::load_from)"
+                )));
+            }
+            Some(spec) => JsonLinesLog::new(spec.strip_prefix("file://").unwrap_or(spec)).read()?,
+            None => Vec::new(),
         };
+        self.fold(&receipts)
+    }
+
+    /// [`Self::load`], reading a receipt log on object storage with `catalog`'s storage
+    /// properties (the log maintainers on other machines append to).
+    pub async fn load_from(
+        &self,
+        catalog: &crate::catalog::Catalog,
+    ) -> Result<BTreeMap<TableId, TableControl>> {
+        let receipts = match &self.receipt_log {
+            Some(spec) => ReceiptLog::open(catalog, spec)?.read().await?,
+            None => Vec::new(),
+        };
+        self.fold(&receipts)
+    }
+
+    fn fold(&self, receipts: &[Receipt]) -> Result<BTreeMap<TableId, TableControl>> {
+        let mut out = controls_from_receipts(receipts);
         for (name, control) in &self.tables {
             out.entry(TableId::parse(name)?).or_default().merge(control);
         }
@@ -88,7 +115,7 @@ mod tests {
                     ..Default::default()
                 },
             )]),
-            receipt_log: Some(log.path().to_path_buf()),
+            receipt_log: Some(log.path().display().to_string()),
         };
         let controls = sources.load().unwrap();
         let c = &controls[&table];
@@ -119,5 +146,18 @@ mod tests {
             receipt_log: None,
         };
         assert!(matches!(bad.load(), Err(Error::Validation { .. })));
+    }
+
+    #[test]
+    fn a_log_on_object_storage_needs_the_catalog() {
+        let sources = ControlSources {
+            receipt_log: Some("s3://bucket/cryo/receipts".to_string()),
+            ..ControlSources::default()
+        };
+        let e = sources.load().unwrap_err();
+        assert!(
+            matches!(e, Error::Config { .. }) && e.to_string().contains("load_from"),
+            "{e}"
+        );
     }
 }

@@ -690,7 +690,8 @@ pub fn plan_table(
 
     // 3. Rewrite data files.
     if let Some(reason) = data_gate {
-        if called_for.contains(&op_data) {
+        // Called for by a finding, or by the partitions' thresholds alone: say why it waits.
+        if called_for.contains(&op_data) || !data_cands.is_empty() {
             skip(&mut plan, op_data, reason);
         }
     } else if data_cands.is_empty() {

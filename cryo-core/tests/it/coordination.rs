@@ -43,9 +43,10 @@ struct Orders {
     start_at_ms: i64,
     /// Hold a lock it took this long (then release it and exit), or until killed.
     hold_ms: u64,
-    /// Instead of a table lock: enter the commit fence in the catalog's database as a writer.
+    /// Instead of a table lock: enter the commit fence as a writer, in the catalog's database
+    /// (`database`) or under this location on object storage.
     #[serde(default)]
-    fence_writer: bool,
+    fence_writer: Option<String>,
 }
 
 /// What a child reports on its first line.
@@ -85,8 +86,17 @@ fn child_process_entry() {
     };
     let orders: Orders = serde_json::from_str(&text).unwrap();
     let rt = tokio::runtime::Runtime::new().unwrap();
-    if orders.fence_writer {
-        let fence = CommitFence::in_database(orders.catalog.get("uri").unwrap());
+    if let Some(at) = &orders.fence_writer {
+        let fence = if at == "database" {
+            CommitFence::in_database(orders.catalog.get("uri").unwrap())
+        } else {
+            let catalog = rt
+                .block_on(Catalog::connect(orders.catalog.clone()))
+                .unwrap();
+            let mut fence = CommitFence::on_object_storage(at, catalog.storage());
+            fence.lease_ms = orders.lease_ms;
+            fence
+        };
         let table = TableId::parse(&orders.table).unwrap();
         let guard = fence.enter_writer(&orders.catalog.name, &table).unwrap();
         let report = Report::Locked {
@@ -247,7 +257,7 @@ async fn a_killed_holder_and_a_deferring_maintainer(
         holder: "maintainer-b".into(),
         start_at_ms: 0,
         hold_ms: 600_000,
-        fence_writer: false,
+        fence_writer: None,
     });
     let Report::Locked { pid, host } = report_of(&mut child) else {
         panic!("the child did not get the lock");
@@ -362,7 +372,7 @@ fn racing_maintainers(locks: &str, config: &CatalogConfig) {
             holder: holder.to_string(),
             start_at_ms,
             hold_ms: 3_000,
-            fence_writer: false,
+            fence_writer: None,
         };
         let (mut a, _a_cwd) = spawn_child(&orders("racer-a"));
         let (mut b, _b_cwd) = spawn_child(&orders("racer-b"));
@@ -401,19 +411,41 @@ async fn racing_maintainers_on_object_locks() {
 #[ignore = "needs the peers: scripts/test.sh runs it (cargo test -- --include-ignored)"]
 async fn the_commit_fence_spans_processes_in_the_catalog_database() {
     let (config, _) = shared_config();
+    let fence = CommitFence::in_database(config.get("uri").unwrap());
+    the_commit_fence_spans_processes(&config, fence, "database", Duration::from_secs(5)).await;
+}
+
+/// The same on Azurite's blob storage, sharing nothing but the bucket: the killed writer's
+/// object keeps the commit out until its lease (3 s here) has run out.
+#[tokio::test]
+#[ignore = "needs the peers: scripts/test.sh runs it (cargo test -- --include-ignored)"]
+async fn the_commit_fence_spans_processes_on_object_storage() {
+    let (config, root) = shared_config();
+    let catalog = Catalog::connect(config.clone()).await.unwrap();
+    let at = format!("{root}/fence");
+    let mut fence = CommitFence::on_object_storage(&at, catalog.storage());
+    fence.lease_ms = 3_000;
+    the_commit_fence_spans_processes(&config, fence, &at, Duration::from_secs(8)).await;
+}
+
+async fn the_commit_fence_spans_processes(
+    config: &CatalogConfig,
+    mut fence: CommitFence,
+    writer_fence: &str,
+    released_within: Duration,
+) {
     let table = TableId::parse("db.fenced").unwrap();
     let (mut writer, _cwd) = spawn_child(&Orders {
         catalog: config.clone(),
         locks: String::new(),
-        lease_ms: 0,
+        lease_ms: fence.lease_ms,
         table: table.to_string(),
         holder: "writer".into(),
         start_at_ms: 0,
         hold_ms: 600_000,
-        fence_writer: true,
+        fence_writer: Some(writer_fence.to_string()),
     });
     assert!(matches!(report_of(&mut writer), Report::Locked { .. }));
-    let mut fence = CommitFence::in_database(config.get("uri").unwrap());
     fence.wait_ms = 800;
     let started = Instant::now();
     assert!(
@@ -446,7 +478,7 @@ async fn the_commit_fence_spans_processes_in_the_catalog_database() {
     fence.wait_ms = 10_000;
     let started = Instant::now();
     let guard = fence.enter_commit(&config.name, &table).await.unwrap();
-    assert!(guard.is_some() && started.elapsed() < Duration::from_secs(5));
+    assert!(guard.is_some() && started.elapsed() < released_within);
     // While Cryo's commit holds it, a writer waits.
     let entered = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let late = {

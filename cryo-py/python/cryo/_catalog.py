@@ -166,7 +166,8 @@ class Catalog:
         ``orphans``, ``cooldowns_ms``, …); ``grade_options``: ``GradeOptions``.
         ``controls``: per table (``{"ns.table": {"paused": True, "pause_reason": "…"}}``, also
         ``deadline_ms`` and ``last_runs``): cryo-core's ``TableControl``. ``receipt_log``: the
-        receipts of earlier runs (JSON lines), so an operation that ran recently cools down.
+        receipts of earlier runs (a JSON-lines file, or a location on object storage where
+        maintainers on other machines append theirs), so an operation that ran recently cools down.
         """
         if scans is None:
             scans = self.scan_fleet()

@@ -368,7 +368,14 @@ class Engine:
 @final
 class CommitFence:
     def __new__(
-        cls, dir: Optional[Union[str, os.PathLike[str]]] = None, *, wait_ms: Optional[int] = None, database: Optional[str] = None
+        cls,
+        dir: Optional[Union[str, os.PathLike[str]]] = None,
+        *,
+        wait_ms: Optional[int] = None,
+        database: Optional[str] = None,
+        location: Optional[str] = None,
+        properties: Optional[dict[str, str]] = None,
+        lease_ms: Optional[int] = None,
     ) -> CommitFence: ...
     @property
     def dir(self) -> str: ...
@@ -376,6 +383,8 @@ class CommitFence:
     def wait_ms(self) -> int: ...
     @property
     def in_database(self) -> bool: ...
+    @property
+    def location(self) -> Optional[str]: ...
     def writer(self, catalog: str, table: str) -> WriterFence: ...
     def _option(self) -> dict[str, Any]: ...
 
