@@ -8,6 +8,7 @@
 #   CRYO_PEERS_SPARK4=0 ...          # without the second Spark line (Spark 4.1 + Iceberg 1.12)
 #   CRYO_PEERS_HMS=0 ...             # without the Hive Metastore (services.sh then leaves it out)
 #   CRYO_PEERS_GCS=0 / CRYO_PEERS_AZURITE=0 ...   # without the GCS / Azure storage emulator
+#   CRYO_PEERS_REST_SERVERS=0 ...    # without Iceberg's REST fixture and Nessie (more REST servers)
 #
 # Everything goes to ${CRYO_PEERS_DIR:-$HOME/.cache/cryo-peers}; the result is described by the
 # shell-sourceable file $CRYO_PEERS_DIR/peers.env (PEERS_PYTHON, SPARK_JARS, JAVA_HOME, ...).
@@ -95,8 +96,24 @@ FAKE_GCS_VERSION=v1.56.1        # github.com/fsouza/fake-gcs-server
 AZURITE_VERSION=3.37.0          # npm azurite (declares Node >= 22; its Blob service runs on Node 20 too)
 WANT_GCS=${CRYO_PEERS_GCS:-1}
 WANT_AZURITE=${CRYO_PEERS_AZURITE:-1}
+# More Iceberg REST servers (services.sh runs them; scripts/README.md, "More REST servers"): Iceberg's own REST test
+# fixture, the runnable jar of org.apache.iceberg:iceberg-open-api (1.10.1: later releases publish none),
+# behind scripts/rest/LoopbackRestServer.java (loopback, a prefix, OAuth2, vended credentials), compiled
+# here with --release 17; and Nessie's server (org.projectnessie.nessie:nessie-quarkus, the `runner`
+# jar; Java 21+: the Java 25 installed for Trino) with npm's oauth2-mock-server as its OpenID Connect
+# provider (scripts/rest/oauth2-server.mjs). Each jar is checked against its pinned sha256 here, the
+# fixture's also by Maven against Central's checksum (-C; Central has none for Nessie's runner jar).
+# CRYO_PEERS_REST_SERVERS=0 skips them.
+ICEBERG_REST_FIXTURE_VERSION=1.10.1
+ICEBERG_REST_FIXTURE_SHA256=09e6aef58984eaa58bf1e1bc5193ad023e929c6bfd38c82db7b83ffe825af724
+NESSIE_VERSION=0.108.8
+NESSIE_SHA256=a58ebde6dc6df68266433d1d087c6cc497103df7a71a0275575f6fca71b167f7
+NESSIE_JAVA_HOME=${CRYO_NESSIE_JAVA_HOME:-$TRINO_JAVA_HOME}
+OAUTH2_MOCK_VERSION=9.3.0       # npm oauth2-mock-server (declares Node ^22.12; runs on Node 20 too)
+REST_FIXTURE_SRC="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/rest/LoopbackRestServer.java"
+WANT_REST_SERVERS=${CRYO_PEERS_REST_SERVERS:-1}
 # Anything that changes what gets installed must change this key (it invalidates the stamp).
-STAMP_KEY="v6 pg=server gcs=$WANT_GCS:$FAKE_GCS_VERSION azurite=$WANT_AZURITE:$AZURITE_VERSION hms=$WANT_HMS:$HMS_VERSION:$HMS_HADOOP_VERSION:$HMS_MANIFEST_SHA256:$(md5sum <"$HMS_MAIN_SRC" | cut -c1-12) trino=$WANT_TRINO:$TRINO_VERSION:$TRINO_MANIFEST_SHA256:$TRINO_PASSWORD_DEPS_SHA256:$(md5sum <"$TRINO_PASSWORD_SRC" | cut -c1-12):$(md5sum <"$TRINO_MAIN_SRC" | cut -c1-12) route=$ROUTE iceberg=$ICEBERG_VERSION sqlite-jdbc=$SQLITE_JDBC_VERSION pg-jdbc=$POSTGRES_JDBC_VERSION aws=$AWS_BUNDLE_VERSION pip=${PIP_SPECS[*]} spark4=$WANT_SPARK4:$SPARK4_ICEBERG_VERSION:${SPARK4_SPECS[*]} orch=${ORCH_SPECS[*]} $(md5sum <"$ORCH_CONSTRAINTS" | cut -c1-12)"
+STAMP_KEY="v7 rest=$WANT_REST_SERVERS:$ICEBERG_REST_FIXTURE_VERSION:$ICEBERG_REST_FIXTURE_SHA256:$(md5sum <"$REST_FIXTURE_SRC" | cut -c1-12):$NESSIE_VERSION:$NESSIE_SHA256:$OAUTH2_MOCK_VERSION pg=server gcs=$WANT_GCS:$FAKE_GCS_VERSION azurite=$WANT_AZURITE:$AZURITE_VERSION hms=$WANT_HMS:$HMS_VERSION:$HMS_HADOOP_VERSION:$HMS_MANIFEST_SHA256:$(md5sum <"$HMS_MAIN_SRC" | cut -c1-12) trino=$WANT_TRINO:$TRINO_VERSION:$TRINO_MANIFEST_SHA256:$TRINO_PASSWORD_DEPS_SHA256:$(md5sum <"$TRINO_PASSWORD_SRC" | cut -c1-12):$(md5sum <"$TRINO_MAIN_SRC" | cut -c1-12) route=$ROUTE iceberg=$ICEBERG_VERSION sqlite-jdbc=$SQLITE_JDBC_VERSION pg-jdbc=$POSTGRES_JDBC_VERSION aws=$AWS_BUNDLE_VERSION pip=${PIP_SPECS[*]} spark4=$WANT_SPARK4:$SPARK4_ICEBERG_VERSION:${SPARK4_SPECS[*]} orch=${ORCH_SPECS[*]} $(md5sum <"$ORCH_CONSTRAINTS" | cut -c1-12)"
 STAMP="$D/.installed"
 
 if [ -z "${CRYO_PEERS_FORCE:-}" ] && [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$STAMP_KEY" ] \
@@ -110,6 +127,9 @@ if [ -z "${CRYO_PEERS_FORCE:-}" ] && [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$
     && ( . "$D/peers.env"; [ -z "${HMS_HOME:-}" ] || [ -f "${HMS_HOME:-}/cryo/cryo-metastore.jar" ] ) \
     && ( . "$D/peers.env"; [ -z "${FAKE_GCS_BIN:-}" ] || [ -x "${FAKE_GCS_BIN:-}" ] ) \
     && ( . "$D/peers.env"; [ -z "${AZURITE_BLOB_BIN:-}" ] || [ -x "${AZURITE_BLOB_BIN:-}" ] ) \
+    && ( . "$D/peers.env"; [ -z "${ICEBERG_REST_FIXTURE_JAR:-}" ] || { [ -f "${ICEBERG_REST_FIXTURE_JAR:-}" ] \
+         && [ -f "${ICEBERG_REST_WRAPPER_JAR:-}" ]; } ) \
+    && ( . "$D/peers.env"; [ -z "${NESSIE_JAR:-}" ] || { [ -f "${NESSIE_JAR:-}" ] && [ -f "${OAUTH2_MOCK_DIR:-}/node_modules/oauth2-mock-server/package.json" ]; } ) \
     && { echo "cryo peers: up to date in $D (source $D/peers.env)"; exit 0; }
 fi
 
@@ -500,6 +520,80 @@ else
   AZURITE_BLOB_BIN="$D/azurite/$AZURITE_VERSION/node_modules/.bin/azurite-blob"
 fi
 
+# --- More REST servers: Iceberg's REST fixture and Nessie (services.sh runs them) -------------
+# $D/rest/iceberg-rest-fixture-<version>.jar (212 MB) and cryo-rest-fixture.jar (the wrapper, compiled
+# whenever scripts/rest/LoopbackRestServer.java changes); $D/rest/nessie-quarkus-<version>-runner.jar
+# (276 MB); $D/rest/oauth2-mock-server/<version> (npm, 3 packages).
+ICEBERG_REST_FIXTURE_JAR="" ICEBERG_REST_WRAPPER_JAR="" ICEBERG_REST_JAVA_HOME="" NESSIE_JAR="" OAUTH2_MOCK_DIR=""
+# group:artifact:version[:jar:classifier] file sha256 [maven checksum policy]: one jar from Maven Central,
+# checked against its pinned sha256 (and by Maven against Central's checksum: -C, unless told otherwise).
+rest_jar() {
+  local artifact=$1 dest=$2 want=$3 policy=${4:--C} tmp="$D/rest/dl.tmp"
+  if [ -f "$dest" ] && [ "$(sha256sum <"$dest" | cut -d' ' -f1)" = "$want" ]; then return 0; fi
+  command -v mvn >/dev/null 2>&1 || { log "installing maven"; apt_install maven; }
+  rm -rf "$tmp"; mkdir -p "$tmp"
+  log "maven: $artifact"
+  JAVA_HOME=$JAVA_HOME_DETECTED mvn -B "$policy" -Dstyle.color=never -Dmaven.repo.local="$tmp/m2" \
+    org.apache.maven.plugins:maven-dependency-plugin:3.6.1:copy \
+    -Dartifact="$artifact" -DoutputDirectory="$tmp/out" >"$tmp/mvn.log" 2>&1 \
+    || { grep -E 'ERROR' "$tmp/mvn.log" | head -n 5 >&2; return 1; }
+  local got f; f=$(find "$tmp/out" -name '*.jar' | head -n1)
+  [ -n "$f" ] || { echo "maven did not produce a jar for $artifact" >&2; return 1; }
+  got=$(sha256sum <"$f" | cut -d' ' -f1)
+  [ "$got" = "$want" ] || { echo "$artifact: sha256 $got, want $want" >&2; return 1; }
+  mv "$f" "$dest" && rm -rf "$tmp"
+}
+rest_fixture_install() {
+  local R="$D/rest" W="$D/rest/fixture-wrapper"
+  mkdir -p "$R"
+  rest_jar "org.apache.iceberg:iceberg-open-api:$ICEBERG_REST_FIXTURE_VERSION" \
+    "$R/iceberg-rest-fixture-$ICEBERG_REST_FIXTURE_VERSION.jar" "$ICEBERG_REST_FIXTURE_SHA256" || return 1
+  if [ ! -f "$W/cryo-rest-fixture.jar" ] || ! cmp -s "$REST_FIXTURE_SRC" "$W/LoopbackRestServer.java"; then
+    rm -rf "$W" "$W.tmp"; mkdir -p "$W.tmp/classes"
+    "$JAVA_HOME_DETECTED/bin/javac" --release 17 -nowarn -cp "$R/iceberg-rest-fixture-$ICEBERG_REST_FIXTURE_VERSION.jar" \
+      -d "$W.tmp/classes" "$REST_FIXTURE_SRC" || return 1
+    "$JAVA_HOME_DETECTED/bin/jar" cf "$W.tmp/cryo-rest-fixture.jar" -C "$W.tmp/classes" org || return 1
+    rm -rf "$W.tmp/classes"; cp "$REST_FIXTURE_SRC" "$W.tmp/LoopbackRestServer.java"
+    mv "$W.tmp" "$W"
+    log "iceberg rest fixture: wrapper compiled ($W)"
+  fi
+  log "iceberg rest fixture $ICEBERG_REST_FIXTURE_VERSION: in $R"
+}
+nessie_install() {
+  local R="$D/rest" O="$D/rest/oauth2-mock-server/$OAUTH2_MOCK_VERSION" tmp="$D/rest/oauth2-mock-server/$OAUTH2_MOCK_VERSION.tmp"
+  mkdir -p "$R"
+  rest_jar "org.projectnessie.nessie:nessie-quarkus:$NESSIE_VERSION:jar:runner" \
+    "$R/nessie-quarkus-$NESSIE_VERSION-runner.jar" "$NESSIE_SHA256" -c || return 1
+  if [ "$(cd "$O" 2>/dev/null && node -p 'require("./node_modules/oauth2-mock-server/package.json").version' 2>/dev/null)" != "$OAUTH2_MOCK_VERSION" ]; then
+    rm -rf "$tmp"; mkdir -p "$tmp"
+    log "oauth2-mock-server $OAUTH2_MOCK_VERSION: npm install"
+    npm install --prefix "$tmp" --no-fund --no-audit --ignore-scripts --omit=dev --loglevel=error \
+      "oauth2-mock-server@$OAUTH2_MOCK_VERSION" >"$tmp/npm.log" 2>&1 || { tail -n 5 "$tmp/npm.log" >&2; return 1; }
+    rm -f "$tmp/npm.log"
+    rm -rf "$O"; mv "$tmp" "$O" || return 1
+  fi
+  log "nessie $NESSIE_VERSION (Java $("$NESSIE_JAVA_HOME/bin/java" -version 2>&1 | sed -n 's/.*version "\([0-9]*\).*/\1/p;q')), oauth2-mock-server $OAUTH2_MOCK_VERSION: in $R"
+}
+if [ "$WANT_REST_SERVERS" = 0 ]; then
+  log "rest servers: skipped (CRYO_PEERS_REST_SERVERS=0)"
+elif [ "$ROUTE" != maven ]; then
+  log "rest servers: skipped: they come from Maven Central only (Spark route: $ROUTE)"
+else
+  rest_fixture_install || { echo "iceberg rest fixture $ICEBERG_REST_FIXTURE_VERSION: installation failed" >&2; exit 1; }
+  ICEBERG_REST_FIXTURE_JAR="$D/rest/iceberg-rest-fixture-$ICEBERG_REST_FIXTURE_VERSION.jar"
+  ICEBERG_REST_WRAPPER_JAR="$D/rest/fixture-wrapper/cryo-rest-fixture.jar"
+  ICEBERG_REST_JAVA_HOME=$JAVA_HOME_DETECTED
+  if ! "$NESSIE_JAVA_HOME/bin/java" -version 2>&1 | grep -qE 'version "(2[1-9]|[3-9][0-9])'; then
+    log "nessie: skipped: no Java 21+ at $NESSIE_JAVA_HOME (set CRYO_NESSIE_JAVA_HOME); Nessie tests will skip, or fail under CRYO_REQUIRE_PEERS=1"
+  elif ! command -v npm >/dev/null 2>&1 || ! command -v node >/dev/null 2>&1; then
+    log "nessie: skipped: no \`node\`/\`npm\` on PATH for its OAuth2 provider (services.sh then leaves it out)"
+  else
+    nessie_install || { echo "nessie $NESSIE_VERSION: installation failed" >&2; exit 1; }
+    NESSIE_JAR="$D/rest/nessie-quarkus-$NESSIE_VERSION-runner.jar"
+    OAUTH2_MOCK_DIR="$D/rest/oauth2-mock-server/$OAUTH2_MOCK_VERSION"
+  fi
+fi
+
 # --- Smoke checks (fast: no Spark JVM here) -------------------------------------------------
 "$V/bin/python" - <<PYEOF
 import duckdb, pyiceberg, pyspark, moto, pyarrow, trino_sql_validator, trino, psycopg2, thrift, adlfs
@@ -548,6 +642,15 @@ export FAKE_GCS_BIN="$FAKE_GCS_BIN"
 export FAKE_GCS_VERSION="${FAKE_GCS_BIN:+$FAKE_GCS_VERSION}"
 export AZURITE_BLOB_BIN="$AZURITE_BLOB_BIN"
 export AZURITE_VERSION="${AZURITE_BLOB_BIN:+$AZURITE_VERSION}"
+export ICEBERG_REST_FIXTURE_JAR="$ICEBERG_REST_FIXTURE_JAR"
+export ICEBERG_REST_WRAPPER_JAR="$ICEBERG_REST_WRAPPER_JAR"
+export ICEBERG_REST_JAVA_HOME="$ICEBERG_REST_JAVA_HOME"
+export ICEBERG_REST_FIXTURE_VERSION="${ICEBERG_REST_FIXTURE_JAR:+$ICEBERG_REST_FIXTURE_VERSION}"
+export NESSIE_JAR="$NESSIE_JAR"
+export NESSIE_VERSION="${NESSIE_JAR:+$NESSIE_VERSION}"
+export NESSIE_JAVA_HOME="${NESSIE_JAR:+$NESSIE_JAVA_HOME}"
+export OAUTH2_MOCK_DIR="$OAUTH2_MOCK_DIR"
+export OAUTH2_MOCK_VERSION="${OAUTH2_MOCK_DIR:+$OAUTH2_MOCK_VERSION}"
 ENVEOF
 echo "$STAMP_KEY" > "$STAMP"
 log "done: source $D/peers.env"

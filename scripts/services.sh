@@ -33,13 +33,30 @@
 #                          `warehouse` made at start (CRYO_AZURITE_CONTAINER); in memory, empty after a restart
 #                          (CRYO_AZURITE_ENDPOINT, CRYO_AZURITE_AUTHORITY, CRYO_AZURITE_ACCOUNT, CRYO_AZURITE_KEY,
 #                          CRYO_AZURITE_CONTAINER, CRYO_AZURITE_CONNECTION_STRING). No telemetry.
+#   Iceberg's REST fixture (ICEBERG_REST_* from peers.env): http://127.0.0.1:8182 (CRYO_ICEBERG_REST_PORT), the
+#                          runnable test server of iceberg-open-api 1.10.1 behind scripts/rest/LoopbackRestServer.java:
+#                          prefix `cryo-fixture` (announced in /v1/config overrides; routes without it are 404),
+#                          OAuth2 client credentials at /v1/oauth/tokens for client `cryo` (secret random, new at
+#                          every start) and its bearer token on every other route, S3 credentials vended only to
+#                          X-Iceberg-Access-Delegation: vended-credentials. Catalog in memory (sqlite); warehouse on
+#                          moto S3, bucket `cryo-iceberg-rest` made at start (CRYO_ICEBERG_REST_URI, _CREDENTIAL,
+#                          _PREFIX, _WAREHOUSE, _S3_ENDPOINT).
+#   Nessie (NESSIE_* from peers.env): Iceberg REST at http://127.0.0.1:19120/iceberg (CRYO_NESSIE_PORT; its management
+#                          interface on 19121, CRYO_NESSIE_MANAGEMENT_PORT), in-memory
+#                          version store, warehouse `cryo` on moto S3 (bucket `cryo-nessie`, made at start), S3
+#                          credentials vended from moto's STS (an AssumeRole per table load); OIDC bearer tokens from
+#                          npm's oauth2-mock-server behind scripts/rest/oauth2-server.mjs at http://127.0.0.1:19122
+#                          (CRYO_NESSIE_OAUTH2_PORT: client `cryo`, secret random, new at every start; token endpoint
+#                          {issuer}/token). The prefix (branch|warehouse) comes in /v1/config defaults
+#                          (CRYO_NESSIE_URI, _OAUTH2_URI, _CREDENTIAL, _WAREHOUSE, _S3_ENDPOINT).
 #
 # Everything binds to 127.0.0.1. Pids, logs and SeaweedFS data live under $CRYO_PEERS_DIR/run;
 # endpoints and credentials are written to $CRYO_PEERS_DIR/run/services.env (shell-sourceable).
 # CRYO_SERVICES_FRESH=1 wipes SeaweedFS data, the Trino lake, the Postgres cluster and the metastore's
 # database and warehouse before starting; CRYO_SERVICES_TRINO=0 leaves Trino out, CRYO_SERVICES_POSTGRES=0
 # Postgres, CRYO_SERVICES_HMS=0 the Hive Metastore, CRYO_SERVICES_GCS=0 fake-gcs-server, CRYO_SERVICES_AZURITE=0
-# Azurite. Needs scripts/peers.sh first.
+# Azurite, CRYO_SERVICES_ICEBERG_REST=0 Iceberg's REST fixture, CRYO_SERVICES_NESSIE=0 Nessie. Needs scripts/peers.sh
+# first.
 set -uo pipefail
 
 D=${CRYO_PEERS_DIR:-$HOME/.cache/cryo-peers}
@@ -88,6 +105,20 @@ GCS_PROJECT=${CRYO_GCS_PROJECT:-cryo}
 GCS_BUCKET=${CRYO_GCS_BUCKET:-warehouse}
 AZURITE_PORT=${CRYO_AZURITE_PORT:-10000}
 AZURITE_CONTAINER=${CRYO_AZURITE_CONTAINER:-warehouse}
+# More REST servers: installed by peers.sh (empty when skipped); both keep their catalog in memory and
+# their warehouse in moto (empty after a restart of either).
+SCRIPTS=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+ICEBERG_REST_FIXTURE_JAR=$(peer_env ICEBERG_REST_FIXTURE_JAR) ICEBERG_REST_WRAPPER_JAR=$(peer_env ICEBERG_REST_WRAPPER_JAR)
+ICEBERG_REST_JAVA_HOME=$(peer_env ICEBERG_REST_JAVA_HOME) ICEBERG_REST_FIXTURE_VERSION=$(peer_env ICEBERG_REST_FIXTURE_VERSION)
+ICEBERG_REST_PORT=${CRYO_ICEBERG_REST_PORT:-8182}
+ICEBERG_REST_PREFIX=cryo-fixture ICEBERG_REST_CLIENT=cryo ICEBERG_REST_BUCKET=cryo-iceberg-rest
+NESSIE_JAR=$(peer_env NESSIE_JAR) NESSIE_JAVA_HOME=$(peer_env NESSIE_JAVA_HOME) NESSIE_VERSION=$(peer_env NESSIE_VERSION)
+OAUTH2_MOCK_DIR=$(peer_env OAUTH2_MOCK_DIR)
+NESSIE_PORT=${CRYO_NESSIE_PORT:-19120}
+NESSIE_OAUTH2_PORT=${CRYO_NESSIE_OAUTH2_PORT:-19122}
+NESSIE_MANAGEMENT_PORT=${CRYO_NESSIE_MANAGEMENT_PORT:-19121}
+NESSIE_CLIENT=cryo NESSIE_BUCKET=cryo-nessie NESSIE_WAREHOUSE=cryo
+NR="$R/nessie"
 # The emulator's built-in account and key: public, the same in every Azurite (and the old Storage Emulator).
 AZURITE_ACCOUNT=devstoreaccount1
 AZURITE_KEY='Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw=='
@@ -191,6 +222,32 @@ PYEOF
 }
 # Up, and it takes the account key (a signed List Containers).
 azurite_ready() { port_busy "$AZURITE_PORT" && [ "$(azurite_request GET "?comp=list")" = 200 ]; }
+# An OAuth2 client-credentials token ($1 token endpoint, $2 client id, $3 file holding the secret); empty
+# when refused.
+oauth_token() {
+  curl -s --max-time 2 -X POST "$1" --data-urlencode grant_type=client_credentials --data-urlencode "client_id=$2" \
+    --data-urlencode "client_secret=$(cat "$3")" --data-urlencode scope=catalog 2>/dev/null \
+    | sed -n 's/.*"access_token":"\([^"]*\)".*/\1/p'
+}
+# The fixture issues a token to its client and answers /v1/config with it, announcing the prefix.
+iceberg_rest_ready() {
+  local t; t=$(oauth_token "http://127.0.0.1:$ICEBERG_REST_PORT/v1/oauth/tokens" "$ICEBERG_REST_CLIENT" "$R/iceberg-rest.secret")
+  [ -n "$t" ] && curl -s --max-time 2 -H "Authorization: Bearer $t" "http://127.0.0.1:$ICEBERG_REST_PORT/v1/config" 2>/dev/null \
+    | grep -q "\"prefix\":\"$ICEBERG_REST_PREFIX\""
+}
+nessie_oauth2_ready() { [ "$(code "http://127.0.0.1:$NESSIE_OAUTH2_PORT/.well-known/openid-configuration")" = 200 ]; }
+# Nessie takes the provider's token (its OIDC discovery is done) and answers /v1/config for the warehouse.
+nessie_ready() {
+  local t; t=$(oauth_token "http://127.0.0.1:$NESSIE_OAUTH2_PORT/token" "$NESSIE_CLIENT" "$R/nessie.secret")
+  [ -n "$t" ] && [ "$(code -H "Authorization: Bearer $t" "http://127.0.0.1:$NESSIE_PORT/iceberg/v1/config?warehouse=$NESSIE_WAREHOUSE")" = 200 ]
+}
+# A bucket in moto (which takes any credentials or none): 200 made, 409 there already.
+moto_bucket() {
+  case $(code -X PUT "http://127.0.0.1:$MOTO_PORT/$1") in
+    200|409) ;;
+    *) echo "moto: creating the bucket $1 failed" >&2; return 1 ;;
+  esac
+}
 wait_for() {  # name check-fn seconds
   local i; for i in $(seq 1 $(( $3 * 5 ))); do
     "$2" && return 0
@@ -554,6 +611,104 @@ wait_azurite() {
   esac
   echo "azurite: ready (pid $(cat "$R/azurite.pid")) http://127.0.0.1:$AZURITE_PORT/$AZURITE_ACCOUNT container $AZURITE_CONTAINER${AZURITE_T0:+, $(( $(date +%s) - AZURITE_T0 ))s after its start}"
 }
+# A small JVM (C1 only, serial GC: a test server, light on CPU); never the instance metadata service.
+REST_JVM=(-XX:+UseSerialGC -XX:TieredStopAtLevel=1 -Djava.net.preferIPv4Stack=true -Daws.disableEc2Metadata=true)
+start_iceberg_rest() {  # launches the fixture; wait_iceberg_rest waits for it and makes its bucket
+  ICEBERG_REST_STARTED=""
+  if [ "${CRYO_SERVICES_ICEBERG_REST:-1}" = 0 ]; then echo "iceberg rest fixture: left out (CRYO_SERVICES_ICEBERG_REST=0)"; return 0; fi
+  if [ -z "$ICEBERG_REST_FIXTURE_JAR" ] || [ ! -f "$ICEBERG_REST_FIXTURE_JAR" ] || [ ! -f "$ICEBERG_REST_WRAPPER_JAR" ]; then
+    echo "iceberg rest fixture: not installed (run scripts/peers.sh): not starting"; return 0
+  fi
+  if alive iceberg-rest; then echo "iceberg rest fixture: already running (pid $(cat "$R/iceberg-rest.pid"))"; ICEBERG_REST_STARTED=1; return 0; fi
+  port_busy "$ICEBERG_REST_PORT" && { echo "port 127.0.0.1:$ICEBERG_REST_PORT is busy: not starting the Iceberg REST fixture" >&2; return 1; }
+  # The client's secret and the credentials vended: new at every start. The catalog's own S3 keys and
+  # the vended ones differ (moto takes any); clients get only the vended ones, and only on request.
+  ( umask 077; openssl rand -hex 16 >"$R/iceberg-rest.secret" ) || return 1
+  local own vended_key vended_secret vended_token
+  own=$(openssl rand -hex 20) vended_key="ASIACRYO$(openssl rand -hex 6 | tr a-f A-F)" \
+    vended_secret=$(openssl rand -hex 20) vended_token=$(openssl rand -hex 32) || return 1
+  ICEBERG_REST_T0=$(date +%s)
+  ( cd "$R" && CATALOG_WAREHOUSE="s3://$ICEBERG_REST_BUCKET/wh" CATALOG_IO__IMPL=org.apache.iceberg.aws.s3.S3FileIO \
+      CATALOG_S3_ENDPOINT="http://127.0.0.1:$MOTO_PORT" CATALOG_S3_PATH__STYLE__ACCESS=true CATALOG_CLIENT_REGION=us-east-1 \
+      CATALOG_S3_ACCESS__KEY__ID=cryo-rest-fixture CATALOG_S3_SECRET__ACCESS__KEY="$own" \
+      CATALOG_REST_HOST=127.0.0.1 CATALOG_REST_PORT="$ICEBERG_REST_PORT" CATALOG_REST_PREFIX="$ICEBERG_REST_PREFIX" \
+      CATALOG_REST_OAUTH_CLIENT__ID="$ICEBERG_REST_CLIENT" CATALOG_REST_OAUTH_CLIENT__SECRET="$(cat "$R/iceberg-rest.secret")" \
+      CATALOG_VENDED_S3_ACCESS__KEY__ID="$vended_key" CATALOG_VENDED_S3_SECRET__ACCESS__KEY="$vended_secret" \
+      CATALOG_VENDED_S3_SESSION__TOKEN="$vended_token" CATALOG_VENDED_S3_ENDPOINT="http://127.0.0.1:$MOTO_PORT" \
+      CATALOG_VENDED_S3_PATH__STYLE__ACCESS=true CATALOG_VENDED_S3_REGION=us-east-1 CATALOG_VENDED_CLIENT_REGION=us-east-1 \
+      AWS_EC2_METADATA_DISABLED=true exec setsid nohup "$ICEBERG_REST_JAVA_HOME/bin/java" -Xmx256m "${REST_JVM[@]}" \
+      -cp "$ICEBERG_REST_WRAPPER_JAR:$ICEBERG_REST_FIXTURE_JAR" org.apache.iceberg.rest.LoopbackRestServer
+  ) </dev/null >"$R/iceberg-rest.log" 2>&1 &
+  echo $! >"$R/iceberg-rest.pid"
+  ICEBERG_REST_STARTED=1
+}
+wait_iceberg_rest() {
+  [ -n "${ICEBERG_REST_STARTED:-}" ] || return 0
+  wait_for iceberg-rest iceberg_rest_ready 90 && moto_bucket "$ICEBERG_REST_BUCKET" \
+    && echo "iceberg rest fixture: ready (pid $(cat "$R/iceberg-rest.pid")) http://127.0.0.1:$ICEBERG_REST_PORT prefix $ICEBERG_REST_PREFIX${ICEBERG_REST_T0:+, $(( $(date +%s) - ICEBERG_REST_T0 ))s after its start}"
+}
+# Nessie's configuration, rewritten at every start (Quarkus reads config/application.properties in its
+# working directory, run/nessie). Its own S3 keys are a Quarkus secret (moto takes any); the credentials
+# it vends come from moto's STS (AssumeRole with a session policy naming the table's locations).
+nessie_conf() {
+  ( umask 077; mkdir -p "$NR/config" && cat >"$NR/config/application.properties" <<EOF
+quarkus.http.host=127.0.0.1
+quarkus.http.port=$NESSIE_PORT
+# Health and metrics (not used by Cryo); the management interface is built in, on every interface by default.
+quarkus.management.host=127.0.0.1
+quarkus.management.port=$NESSIE_MANAGEMENT_PORT
+quarkus.otel.sdk.disabled=true
+quarkus.log.console.level=INFO
+nessie.version.store.type=IN_MEMORY
+nessie.catalog.default-warehouse=$NESSIE_WAREHOUSE
+nessie.catalog.warehouses.$NESSIE_WAREHOUSE.location=s3://$NESSIE_BUCKET/wh
+nessie.catalog.service.s3.default-options.endpoint=http://127.0.0.1:$MOTO_PORT
+nessie.catalog.service.s3.default-options.path-style-access=true
+nessie.catalog.service.s3.default-options.region=us-east-1
+nessie.catalog.service.s3.default-options.access-key=urn:nessie-secret:quarkus:cryo.s3-default
+cryo.s3-default.name=cryo-nessie
+cryo.s3-default.secret=$(openssl rand -hex 20)
+nessie.catalog.service.s3.default-options.request-signing-enabled=false
+nessie.catalog.service.s3.default-options.sts-endpoint=http://127.0.0.1:$MOTO_PORT
+nessie.catalog.service.s3.default-options.client-iam.enabled=true
+nessie.catalog.service.s3.default-options.client-iam.assume-role=arn:aws:iam::123456789012:role/cryo-vended
+nessie.catalog.service.s3.default-options.client-iam.role-session-name=cryo
+nessie.server.authentication.enabled=true
+quarkus.oidc.auth-server-url=http://127.0.0.1:$NESSIE_OAUTH2_PORT
+quarkus.oidc.client-id=nessie
+quarkus.oidc.connection-delay=30S
+EOF
+  )
+}
+start_nessie() {  # launches the OAuth2 provider and Nessie; wait_nessie waits for both and makes the bucket
+  NESSIE_STARTED=""
+  if [ "${CRYO_SERVICES_NESSIE:-1}" = 0 ]; then echo "nessie: left out (CRYO_SERVICES_NESSIE=0)"; return 0; fi
+  if [ -z "$NESSIE_JAR" ] || [ ! -f "$NESSIE_JAR" ] || [ -z "$OAUTH2_MOCK_DIR" ] || [ ! -d "$OAUTH2_MOCK_DIR" ]; then
+    echo "nessie: not installed (run scripts/peers.sh; it needs Java 21+ and npm): not starting"; return 0
+  fi
+  if alive nessie && alive nessie-oauth2; then echo "nessie: already running (pid $(cat "$R/nessie.pid"))"; NESSIE_STARTED=1; return 0; fi
+  local p; for p in "$NESSIE_PORT" "$NESSIE_MANAGEMENT_PORT" "$NESSIE_OAUTH2_PORT"; do
+    port_busy "$p" && { echo "port 127.0.0.1:$p is busy: not starting Nessie" >&2; return 1; }
+  done
+  ( umask 077; openssl rand -hex 16 >"$R/nessie.secret" ) || return 1
+  nessie_conf || return 1
+  NESSIE_T0=$(date +%s)
+  ( cd "$R" && OAUTH2_HOST=127.0.0.1 OAUTH2_PORT=$NESSIE_OAUTH2_PORT OAUTH2_CLIENT_ID=$NESSIE_CLIENT \
+      OAUTH2_CLIENT_SECRET=$(cat "$R/nessie.secret") exec setsid nohup node "$SCRIPTS/rest/oauth2-server.mjs" "$OAUTH2_MOCK_DIR"
+  ) </dev/null >"$R/nessie-oauth2.log" 2>&1 &
+  echo $! >"$R/nessie-oauth2.pid"
+  # The class data archive (written when the JVM exits) makes later starts faster, as for Trino.
+  ( cd "$NR" && AWS_EC2_METADATA_DISABLED=true exec setsid nohup "$NESSIE_JAVA_HOME/bin/java" -Xmx384m "${REST_JVM[@]}" \
+      -XX:SharedArchiveFile="$NESSIE_JAR.jsa" -XX:+AutoCreateSharedArchive -jar "$NESSIE_JAR"
+  ) </dev/null >"$R/nessie.log" 2>&1 &
+  echo $! >"$R/nessie.pid"
+  NESSIE_STARTED=1
+}
+wait_nessie() {
+  [ -n "${NESSIE_STARTED:-}" ] || return 0
+  wait_for nessie-oauth2 nessie_oauth2_ready 30 && wait_for nessie nessie_ready 120 && moto_bucket "$NESSIE_BUCKET" \
+    && echo "nessie: ready (pid $(cat "$R/nessie.pid")) http://127.0.0.1:$NESSIE_PORT/iceberg, OAuth2 http://127.0.0.1:$NESSIE_OAUTH2_PORT${NESSIE_T0:+, $(( $(date +%s) - NESSIE_T0 ))s after its start}"
+}
 write_env() {
   # 0600: it holds the test password of Trino's HTTPS port (and the S3 test keys).
   ( umask 077; : >"$R/services.env" ) && chmod 600 "$R/services.env"
@@ -624,6 +779,31 @@ export CRYO_AZURITE_CONTAINER=$AZURITE_CONTAINER
 export CRYO_AZURITE_CONNECTION_STRING='DefaultEndpointsProtocol=http;AccountName=$AZURITE_ACCOUNT;AccountKey=$AZURITE_KEY;BlobEndpoint=http://127.0.0.1:$AZURITE_PORT/$AZURITE_ACCOUNT;'
 ENVEOF
   fi
+  write_rest_env >>"$R/services.env"
+}
+write_rest_env() {  # the REST servers' part of services.env
+  if [ -n "${ICEBERG_REST_STARTED:-}" ]; then cat <<ENVEOF
+# Iceberg's REST fixture $ICEBERG_REST_FIXTURE_VERSION (scripts/rest/LoopbackRestServer.java): OAuth2 client credentials at {uri}/v1/oauth/tokens,
+# the prefix in /v1/config overrides, S3 credentials vended only to X-Iceberg-Access-Delegation: vended-credentials (warehouse on moto)
+export CRYO_ICEBERG_REST_URI=http://127.0.0.1:$ICEBERG_REST_PORT
+export CRYO_ICEBERG_REST_CREDENTIAL=$ICEBERG_REST_CLIENT:$(cat "$R/iceberg-rest.secret")
+export CRYO_ICEBERG_REST_PREFIX=$ICEBERG_REST_PREFIX
+export CRYO_ICEBERG_REST_WAREHOUSE=s3://$ICEBERG_REST_BUCKET/wh
+export CRYO_ICEBERG_REST_S3_ENDPOINT=http://127.0.0.1:$MOTO_PORT
+export CRYO_ICEBERG_REST_VERSION=$ICEBERG_REST_FIXTURE_VERSION
+ENVEOF
+  fi
+  if [ -n "${NESSIE_STARTED:-}" ]; then cat <<ENVEOF
+# Nessie $NESSIE_VERSION (Iceberg REST, in memory): OIDC bearer tokens from the OAuth2 server below (client credentials),
+# the prefix (branch|warehouse) in /v1/config defaults, S3 credentials vended from moto's STS (warehouse on moto)
+export CRYO_NESSIE_URI=http://127.0.0.1:$NESSIE_PORT/iceberg
+export CRYO_NESSIE_OAUTH2_URI=http://127.0.0.1:$NESSIE_OAUTH2_PORT/token
+export CRYO_NESSIE_CREDENTIAL=$NESSIE_CLIENT:$(cat "$R/nessie.secret")
+export CRYO_NESSIE_WAREHOUSE=$NESSIE_WAREHOUSE
+export CRYO_NESSIE_S3_ENDPOINT=http://127.0.0.1:$MOTO_PORT
+export CRYO_NESSIE_VERSION=$NESSIE_VERSION
+ENVEOF
+  fi
 }
 stop_one() {  # name cmdline-pattern [signal]: only the process we started, and only if it still is that program
   local n=$1 pid
@@ -655,6 +835,12 @@ status() {
   if [ -z "$AZURITE_BLOB_BIN" ]; then echo "azurite: not installed"
   elif alive azurite && azurite_ready; then echo "azurite: up (pid $(cat "$R/azurite.pid")) http://127.0.0.1:$AZURITE_PORT/$AZURITE_ACCOUNT"
   else echo "azurite: down"; [ "${CRYO_SERVICES_AZURITE:-1}" = 0 ] || rc=3; fi
+  if [ -z "$ICEBERG_REST_FIXTURE_JAR" ]; then echo "iceberg rest fixture: not installed"
+  elif alive iceberg-rest && iceberg_rest_ready; then echo "iceberg rest fixture: up (pid $(cat "$R/iceberg-rest.pid")) http://127.0.0.1:$ICEBERG_REST_PORT prefix $ICEBERG_REST_PREFIX"
+  else echo "iceberg rest fixture: down"; [ "${CRYO_SERVICES_ICEBERG_REST:-1}" = 0 ] || rc=3; fi
+  if [ -z "$NESSIE_JAR" ]; then echo "nessie: not installed"
+  elif alive nessie && alive nessie-oauth2 && nessie_ready; then echo "nessie: up (pid $(cat "$R/nessie.pid")) http://127.0.0.1:$NESSIE_PORT/iceberg, OAuth2 http://127.0.0.1:$NESSIE_OAUTH2_PORT"
+  else echo "nessie: down"; [ "${CRYO_SERVICES_NESSIE:-1}" = 0 ] || rc=3; fi
   return $rc
 }
 
@@ -663,13 +849,17 @@ mkdir -p "$R"
 case "${1:-status}" in
   # Postgres (initdb on the first start), Trino, the Hive Metastore (its schema on the first start) and
   # the GCS and Azure emulators start first and come up while weed and moto do.
-  start)   start_postgres && start_trino && start_hms && start_gcs && start_azurite && start_weed && start_moto \
-             && wait_postgres && wait_trino && wait_hms && wait_gcs && wait_azurite && write_env \
-             && echo "endpoints: source $R/services.env" ;;
+  # So do the REST servers' JVMs; their buckets are made in moto once it is up.
+  start)   start_postgres && start_trino && start_hms && start_gcs && start_azurite && start_iceberg_rest && start_nessie \
+             && start_weed && start_moto \
+             && wait_postgres && wait_trino && wait_hms && wait_gcs && wait_azurite && wait_iceberg_rest && wait_nessie \
+             && write_env && echo "endpoints: source $R/services.env" ;;
   # Postgres: SIGINT is its fast shutdown (pg_ctl stop -m fast): open sessions are ended, not waited for.
   stop)    stop_one postgres "bin/postgres -D $PG_DATA " INT; stop_one trino 'io.trino.server.TrinoServer'
            stop_one hms 'org.apache.hadoop.hive.metastore.CryoMetastore'
            stop_one gcs 'fake-gcs-server'; stop_one azurite 'azurite-blob'
+           stop_one iceberg-rest 'org\.apache\.iceberg\.rest\.LoopbackRestServer'
+           stop_one nessie 'nessie-quarkus-.*-runner\.jar'; stop_one nessie-oauth2 'rest/oauth2-server\.mjs'
            stop_one moto moto_server; stop_one weed 'weed mini' ;;
   restart) "$0" stop; "$0" start ;;
   status)  status ;;
