@@ -363,14 +363,6 @@ def test_storage_needs_the_vended_credentials(server: Server, no_ambient_credent
         assert cryo.Catalog("cryo-nessie-no-header", **server.cryo_props()).scan(ident).data_files == 2
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="cryo-core: a storage failure reading metadata (here: no S3 credentials at all) is raised as "
-    "MetadataError 'invalid metadata for <table>: cannot read manifest list: read failed (<path>)' "
-    "without its cause: format::read_file turns every Storage error into Metadata, and io::storage's "
-    "storage_error keeps object_store's text only in `source`, which the Python exception drops",
-)
 def test_missing_credentials_are_a_storage_error_that_says_so(server: Server) -> None:
     import cryo
 
@@ -393,14 +385,6 @@ def test_nessie_tables_keep_their_files(nessie: Server) -> None:
         cat.expire_snapshots(ident, older_than=dt.timedelta(0), retain_last=1, dry_run=False)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="cryo-core: RestCommitter (catalog/rest.rs, endpoint()/url()) percent-encodes the prefix from "
-    "/v1/config again: Nessie's `main%7Ccryo` is sent as POST /iceberg/v1/main%257Ccryo/namespaces/... "
-    "and refused (HTTP 400 'Reference name must start with a letter ...'); reads through "
-    "iceberg-catalog-rest use the prefix as sent and work",
-)
 def test_cryo_commits_with_an_encoded_prefix(nessie: Server) -> None:
     """Nessie with a named warehouse: the prefix `main|cryo`, URL-encoded by the server."""
     import cryo

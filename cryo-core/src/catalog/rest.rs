@@ -324,6 +324,8 @@ impl RestCommitter {
                     .overrides
                     .get(props::URI)
                     .map_or_else(|| self.uri.clone(), |u| u.trim_end_matches('/').to_string());
+                // The prefix is a piece of path as the server spells it, escapes and all
+                // (Nessie's `main%7Cwarehouse`): kept verbatim, as Java's client keeps it.
                 let prefix = prop("prefix")
                     .map(|p| {
                         p.split('/')
@@ -362,11 +364,11 @@ impl RestCommitter {
     async fn namespace_url(&self, id: &TableId, tail: &[&str]) -> Result<url::Url> {
         let endpoint = self.endpoint().await?;
         let ns = id.namespace.0.join("\u{1f}");
-        let mut segments: Vec<&str> = vec!["v1"];
-        segments.extend(endpoint.prefix.iter().map(String::as_str));
-        segments.extend(["namespaces", ns.as_str()]);
+        let mut url = self.url(&endpoint.uri, &["v1"])?;
+        with_prefix(&mut url, &endpoint.prefix);
+        let mut segments: Vec<&str> = vec!["namespaces", ns.as_str()];
         segments.extend(tail);
-        self.url(&endpoint.uri, &segments)
+        self.url(url.as_str(), &segments)
     }
 
     async fn table_url(&self, id: &TableId) -> Result<url::Url> {
@@ -671,6 +673,16 @@ impl CatalogCommitter for RestCommitter {
     }
 }
 
+/// `url`'s path with the server's `prefix` segments appended verbatim: they are path as the
+/// server spells it (escapes included), not names to escape once more.
+fn with_prefix(url: &mut url::Url, prefix: &[String]) {
+    if prefix.is_empty() {
+        return;
+    }
+    let path = format!("{}/{}", url.path().trim_end_matches('/'), prefix.join("/"));
+    url.set_path(&path);
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -694,6 +706,19 @@ mod tests {
         );
         assert_eq!(backoff(0, Some(Duration::from_secs(61))), MAX_BACKOFF);
         assert_eq!(backoff(30, None), MAX_BACKOFF);
+    }
+
+    #[test]
+    fn the_prefix_goes_into_urls_as_the_server_spells_it() {
+        // Nessie's `/v1/config` gives `main%7Cwh` for branch `main`, warehouse `wh`.
+        let c = RestCommitter::new(&config(&[])).unwrap();
+        let mut url = c.url("http://127.0.0.1:1/iceberg/", &["v1"]).unwrap();
+        with_prefix(&mut url, &["main%7Cwh".to_string(), "x y".to_string()]);
+        let url = c.url(url.as_str(), &["namespaces", "a\u{1f}b"]).unwrap();
+        assert_eq!(url.path(), "/iceberg/v1/main%7Cwh/x%20y/namespaces/a%1Fb");
+        let mut plain = c.url("http://127.0.0.1:1", &["v1"]).unwrap();
+        with_prefix(&mut plain, &[]);
+        assert_eq!(plain.path(), "/v1");
     }
 
     #[test]

@@ -59,14 +59,24 @@ pub(crate) async fn read_file(
     what: &str,
 ) -> Result<bytes::Bytes> {
     storage.read_all(location).await.map_err(|e| match e {
+        // A file the metadata names and that is not there is the table's fault; a store that
+        // refuses or fails is the store's (credentials, network), and stays a storage error.
         Error::Storage {
-            message, source, ..
-        } => Error::Metadata {
-            table: table.to_string(),
-            location: location.to_string(),
-            message: format!("cannot read {what}: {message}"),
+            message,
             source,
-        },
+            retryable: false,
+            ..
+        } if source
+            .as_deref()
+            .is_some_and(<dyn std::error::Error + Send + Sync>::is::<object_store::Error>) =>
+        {
+            Error::Metadata {
+                table: table.to_string(),
+                location: location.to_string(),
+                message: format!("cannot read {what}: {message}"),
+                source,
+            }
+        }
         other => other,
     })
 }

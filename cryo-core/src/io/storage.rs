@@ -985,6 +985,24 @@ fn storage_error(secrets: &Secrets, location: &str, op: &str, e: object_store::E
             format!("{op}: a symbolic link loops back to one of its parent directories"),
             false,
         )
+    } else if message.ends_with(" failed") || message.ends_with("access denied") {
+        // What the store said (scrubbed, shortened): "no credentials", "connection refused".
+        let text = source.to_string();
+        let said: String = text.chars().take(400).collect();
+        // object_store looks for S3 credentials on the instance metadata service last.
+        if text.contains("/latest/api/token") || text.contains("/latest/meta-data/iam") {
+            (
+                format!(
+                    "{message}: no S3 credentials: none configured (s3.access-key-id, a \
+                     profile, AWS_* variables, or vended by a REST catalog asked with \
+                     header.X-Iceberg-Access-Delegation) and the instance metadata service \
+                     gave none: {said}"
+                ),
+                false,
+            )
+        } else {
+            (format!("{message}: {said}"), retryable)
+        }
     } else {
         (message, retryable)
     };
