@@ -25,9 +25,12 @@
 #                          the first start, kept afterwards; CRYO_SERVICES_FRESH=1 wipes it), warehouse
 #                          run/hms/warehouse (CRYO_HMS_URI, CRYO_HMS_WAREHOUSE). Upstream's server binds every
 #                          interface: scripts/hms/CryoMetastore.java (compiled by peers.sh) binds 127.0.0.1.
-#   fake-gcs-server (FAKE_GCS_BIN from peers.env): GCS JSON API http://127.0.0.1:4443 (CRYO_GCS_PORT), any
+#   fake-gcs-server (FAKE_GCS_BIN from peers.env): GCS http://127.0.0.1:4443 (CRYO_GCS_PORT), any
 #                          credentials or none, bucket `warehouse` made at start (CRYO_GCS_BUCKET); in memory,
-#                          empty after a restart (CRYO_GCS_ENDPOINT, CRYO_GCS_PROJECT, CRYO_GCS_BUCKET).
+#                          empty after a restart (CRYO_GCS_ENDPOINT, CRYO_GCS_PROJECT, CRYO_GCS_BUCKET). The
+#                          server itself listens on 4444 (CRYO_GCS_SERVER_PORT, CRYO_GCS_SERVER_ENDPOINT);
+#                          4443 is scripts/gcs/xml_adapter.py before it, which serves the XML API uploads
+#                          object_store sends (fake-gcs-server has no XML uploads) with its JSON API.
 #   Azurite Blob (AZURITE_BLOB_BIN from peers.env): http://127.0.0.1:10000/devstoreaccount1 (CRYO_AZURITE_PORT),
 #                          the emulator's well-known account devstoreaccount1 and key (shared-key auth), container
 #                          `warehouse` made at start (CRYO_AZURITE_CONTAINER); in memory, empty after a restart
@@ -101,6 +104,7 @@ HR="$R/hms"
 # GCS and Azure storage emulators: installed by peers.sh (empty when skipped); both keep data in memory only.
 FAKE_GCS_BIN=$(peer_env FAKE_GCS_BIN) AZURITE_BLOB_BIN=$(peer_env AZURITE_BLOB_BIN)
 GCS_PORT=${CRYO_GCS_PORT:-4443}
+GCS_SERVER_PORT=${CRYO_GCS_SERVER_PORT:-4444}
 GCS_PROJECT=${CRYO_GCS_PROJECT:-cryo}
 GCS_BUCKET=${CRYO_GCS_BUCKET:-warehouse}
 AZURITE_PORT=${CRYO_AZURITE_PORT:-10000}
@@ -563,14 +567,20 @@ start_gcs() {  # launches the server; wait_gcs waits for it and makes the bucket
   if [ -z "$FAKE_GCS_BIN" ] || [ ! -x "$FAKE_GCS_BIN" ]; then
     echo "fake-gcs-server: not installed (scripts/peers.sh installs it when \`go\` is at hand): not starting"; return 0
   fi
-  if alive gcs; then echo "fake-gcs-server: already running (pid $(cat "$R/gcs.pid"))"; GCS_STARTED=1; return 0; fi
-  port_busy "$GCS_PORT" && { echo "port 127.0.0.1:$GCS_PORT is busy: not starting fake-gcs-server" >&2; return 1; }
-  # Plain HTTP on loopback; the public host and external URL make the upload URLs it hands out (resumable
-  # uploads' Location) and its XML API's host point back here.
+  if alive gcs && alive gcs-adapter; then echo "fake-gcs-server: already running (pid $(cat "$R/gcs.pid"))"; GCS_STARTED=1; return 0; fi
+  for p in "$GCS_PORT" "$GCS_SERVER_PORT"; do
+    port_busy "$p" && { echo "port 127.0.0.1:$p is busy: not starting fake-gcs-server" >&2; return 1; }
+  done
+  # Plain HTTP on loopback. The server's public host is its own address (the adapter sends that
+  # host, and the server routes XML requests by it); the external URL, in the upload URLs it
+  # hands out (resumable uploads' Location), is the adapter's.
   GCS_T0=$(date +%s)
-  setsid nohup "$FAKE_GCS_BIN" -scheme http -host 127.0.0.1 -port "$GCS_PORT" -backend memory \
-    -public-host "127.0.0.1:$GCS_PORT" -external-url "http://127.0.0.1:$GCS_PORT" </dev/null >"$R/gcs.log" 2>&1 &
+  setsid nohup "$FAKE_GCS_BIN" -scheme http -host 127.0.0.1 -port "$GCS_SERVER_PORT" -backend memory \
+    -public-host "127.0.0.1:$GCS_SERVER_PORT" -external-url "http://127.0.0.1:$GCS_PORT" </dev/null >"$R/gcs.log" 2>&1 &
   echo $! >"$R/gcs.pid"
+  setsid nohup "$V/bin/python" "$SCRIPTS/gcs/xml_adapter.py" "$GCS_PORT" "127.0.0.1:$GCS_SERVER_PORT" \
+    </dev/null >"$R/gcs-adapter.log" 2>&1 &
+  echo $! >"$R/gcs-adapter.pid"
   GCS_STARTED=1
 }
 wait_gcs() {
@@ -762,8 +772,10 @@ export CRYO_HMS_VERSION=$HMS_VERSION
 ENVEOF
   fi
   if [ -n "${GCS_STARTED:-}" ]; then cat >>"$R/services.env" <<ENVEOF
-# fake-gcs-server (GCS JSON API, plain HTTP, in memory): takes any credentials or none; bucket $GCS_BUCKET made at start
+# fake-gcs-server (plain HTTP, in memory) behind the XML upload adapter: takes any credentials or none;
+# bucket $GCS_BUCKET made at start. The server alone (no XML uploads) at CRYO_GCS_SERVER_ENDPOINT.
 export CRYO_GCS_ENDPOINT=http://127.0.0.1:$GCS_PORT
+export CRYO_GCS_SERVER_ENDPOINT=http://127.0.0.1:$GCS_SERVER_PORT
 export CRYO_GCS_PROJECT=$GCS_PROJECT
 export CRYO_GCS_BUCKET=$GCS_BUCKET
 ENVEOF
@@ -830,7 +842,7 @@ status() {
   elif alive hms && hms_ready; then echo "hive metastore: up (pid $(cat "$R/hms.pid")) thrift://127.0.0.1:$HMS_PORT warehouse file://$HR/warehouse"
   else echo "hive metastore: down"; [ "${CRYO_SERVICES_HMS:-1}" = 0 ] || rc=3; fi
   if [ -z "$FAKE_GCS_BIN" ]; then echo "fake-gcs-server: not installed"
-  elif alive gcs && gcs_ready; then echo "fake-gcs-server: up (pid $(cat "$R/gcs.pid")) http://127.0.0.1:$GCS_PORT"
+  elif alive gcs && alive gcs-adapter && gcs_ready; then echo "fake-gcs-server: up (pid $(cat "$R/gcs.pid")) http://127.0.0.1:$GCS_PORT"
   else echo "fake-gcs-server: down"; [ "${CRYO_SERVICES_GCS:-1}" = 0 ] || rc=3; fi
   if [ -z "$AZURITE_BLOB_BIN" ]; then echo "azurite: not installed"
   elif alive azurite && azurite_ready; then echo "azurite: up (pid $(cat "$R/azurite.pid")) http://127.0.0.1:$AZURITE_PORT/$AZURITE_ACCOUNT"
@@ -857,7 +869,7 @@ case "${1:-status}" in
   # Postgres: SIGINT is its fast shutdown (pg_ctl stop -m fast): open sessions are ended, not waited for.
   stop)    stop_one postgres "bin/postgres -D $PG_DATA " INT; stop_one trino 'io.trino.server.TrinoServer'
            stop_one hms 'org.apache.hadoop.hive.metastore.CryoMetastore'
-           stop_one gcs 'fake-gcs-server'; stop_one azurite 'azurite-blob'
+           stop_one gcs 'fake-gcs-server'; stop_one gcs-adapter 'gcs/xml_adapter\.py'; stop_one azurite 'azurite-blob'
            stop_one iceberg-rest 'org\.apache\.iceberg\.rest\.LoopbackRestServer'
            stop_one nessie 'nessie-quarkus-.*-runner\.jar'; stop_one nessie-oauth2 'rest/oauth2-server\.mjs'
            stop_one moto moto_server; stop_one weed 'weed mini' ;;

@@ -54,6 +54,8 @@ if [ -z "${CARGO_TARGET_DIR:-}" ] && [ "${CI:-}" = true ] && [ "${CRYO_BUILD_CAC
   fi
   mkdir -p "$CARGO_TARGET_DIR"
   export CARGO_TARGET_DIR
+  # The fuzz build (nightly, instrumented: nothing in common with this one) keeps its own cache.
+  export CRYO_FUZZ_TARGET_DIR=${CRYO_FUZZ_TARGET_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/cryo-fuzz/target}
   echo "cargo's build cache: $CARGO_TARGET_DIR"
 fi
 export CRYO_CORE_FEATURES=$CORE_FEATURES

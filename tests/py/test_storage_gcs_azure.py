@@ -15,11 +15,12 @@ What is proved:
   Cryo, given the same properties, scans and grades it, compacts it, expires its snapshots, finds and
   deletes a planted orphan and nothing else; PyIceberg reads the same rows back.
 - **GCS**: PyIceberg writes a table through ``gcs.service.host``; Cryo scans and grades it, lists a
-  planted orphan, finds a deleted data file, and DuckDB reads the table. Writes are not proved here:
-  fake-gcs-server does not serve the XML API that ``object_store`` (and so Cryo) uploads with
-  (fsouza/fake-gcs-server#331), so a compaction there fails with a typed storage error and must leave
-  the table as it was, which is what the last test checks. Cryo's GCS writes are the same code path
-  as its S3 and Azure ones above the store.
+  planted orphan, finds a deleted data file, and DuckDB reads the table; Cryo compacts it, expires
+  its snapshots and removes the orphan, and PyIceberg reads the same rows back. fake-gcs-server has
+  no XML API uploads, which ``object_store`` (and so Cryo) writes with (fsouza/fake-gcs-server#331):
+  ``scripts/services.sh`` puts ``scripts/gcs/xml_adapter.py`` before it, which serves each as the
+  server's JSON API call that does the same (conditions included). On the server alone those
+  uploads are refused, and a compaction must then leave the table as it was: the last GCS test.
 - No property value (account key, connection string, token) reaches an error message.
 """
 
@@ -211,8 +212,26 @@ def test_gcs_scan_grade_orphans_and_missing_files(tmp_path, env):
     assert missing.missing_count == 1 and missing.rows_at_risk == 50, missing
 
 
+def test_gcs_compact_expire_orphans_read_back(tmp_path, env):
+    warehouse = f"gs://{env['CRYO_GCS_BUCKET']}/cryo-{uuid.uuid4().hex[:10]}"
+    cryo_props, pycat, table, before = _written_by_pyiceberg(tmp_path, "gcsm", warehouse, _gcs_props(env))
+    fs = _gcs_fs(env)
+
+    def plant(location: str) -> str:
+        with fs.open_output_stream(location.split("://", 1)[1]) as f:
+            f.write(b"orphan bytes")
+        return location
+
+    _maintain_and_read_back("gcsm", cryo_props, pycat, table, before, plant)
+
+
 def test_a_storage_refusing_writes_leaves_the_table_unchanged(tmp_path, env):
-    cat, pycat, table, head, before = _gcs_table(tmp_path, env, "gcsw")
+    cryo_peers.require(env.get("CRYO_GCS_SERVER_ENDPOINT"), "fake-gcs-server is not up: scripts/services.sh start")
+    warehouse = f"gs://{env['CRYO_GCS_BUCKET']}/cryo-{uuid.uuid4().hex[:10]}"
+    cryo_props, pycat, table, before = _written_by_pyiceberg(tmp_path, "gcsw", warehouse, _gcs_props(env))
+    head = pycat.load_table(table)
+    # Cryo on the server alone, which refuses object_store's uploads.
+    cat = cryo.Catalog("gcsw", **{**cryo_props, "gcs.service.host": env["CRYO_GCS_SERVER_ENDPOINT"]})
     out = cat.compact(table, target_file_size=64 << 20)
     assert out.committed_groups == 0 and out.failed_groups == 1, out.to_dict()
     assert "emulator-token-7f3" not in str(out.to_dict())

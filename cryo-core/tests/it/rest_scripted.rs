@@ -389,3 +389,100 @@ async fn throttled_reads_back_off_then_give_a_typed_error() {
         "five tries again, then the error"
     );
 }
+
+/// A scripted Glue endpoint: `throttle` calls answered `ThrottlingException` (HTTP 400, as Glue
+/// sheds load), then every `GetDatabases` an empty list; `calls` counts what reached it. moto's
+/// Glue server (the real one the other Glue tests use) never throttles.
+fn serve_glue(
+    throttle: Arc<std::sync::atomic::AtomicUsize>,
+    calls: Arc<std::sync::atomic::AtomicUsize>,
+) -> String {
+    use std::sync::atomic::Ordering;
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { return };
+            let mut reader = BufReader::new(stream.try_clone().unwrap());
+            let mut length = 0;
+            loop {
+                let mut h = String::new();
+                reader.read_line(&mut h).unwrap();
+                let h = h.trim_end();
+                if h.is_empty() {
+                    break;
+                }
+                if let Some((k, v)) = h.split_once(':')
+                    && k.eq_ignore_ascii_case("content-length")
+                {
+                    length = v.trim().parse().unwrap();
+                }
+            }
+            let mut body = vec![0; length];
+            reader.read_exact(&mut body).unwrap();
+            calls.fetch_add(1, Ordering::SeqCst);
+            let shed = throttle
+                .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+                .is_ok();
+            let (status, reply) = if shed {
+                (
+                    400,
+                    r#"{"__type":"ThrottlingException","message":"Rate exceeded"}"#,
+                )
+            } else {
+                (200, r#"{"DatabaseList":[]}"#)
+            };
+            let response = format!(
+                "HTTP/1.1 {status} X\r\nContent-Type: application/x-amz-json-1.1\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{reply}",
+                reply.len()
+            );
+            let _ = stream.write_all(response.as_bytes());
+        }
+    });
+    format!("http://{addr}")
+}
+
+/// Glue reads that meet `ThrottlingException` are tried again with backoff (a few times), then
+/// the error is typed, retryable, names the catalog and holds no secret.
+#[tokio::test]
+async fn throttled_glue_reads_back_off_then_give_a_typed_error() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let (throttle, calls) = (Arc::new(AtomicUsize::new(3)), Arc::new(AtomicUsize::new(0)));
+    let uri = serve_glue(Arc::clone(&throttle), Arc::clone(&calls));
+    let secret = "glue-secret-3141";
+    let config = CatalogConfig::new(
+        "scripted_glue",
+        [
+            ("type", "glue"),
+            ("glue.endpoint", uri.as_str()),
+            ("glue.region", "us-east-1"),
+            ("glue.access-key-id", "AKIDSCRIPTED"),
+            ("glue.secret-access-key", secret),
+            ("warehouse", "s3://b/wh"),
+        ],
+    );
+    // Connecting lists the databases: three throttled answers, then the list.
+    let catalog = cryo_core::Catalog::connect(config).await.unwrap();
+    assert_eq!(
+        calls.load(Ordering::SeqCst),
+        4,
+        "three throttled, then the answer"
+    );
+    assert!(catalog.list_namespaces().await.unwrap().is_empty());
+
+    throttle.store(100, Ordering::SeqCst);
+    let before = calls.load(Ordering::SeqCst);
+    let e = catalog.list_namespaces().await.unwrap_err();
+    assert!(e.is_retryable(), "{e}");
+    let text = e.to_string();
+    assert!(
+        text.contains("ThrottlingException") && text.contains("scripted_glue"),
+        "{text}"
+    );
+    assert!(!text.contains(secret), "{text}");
+    assert_eq!(
+        calls.load(Ordering::SeqCst) - before,
+        6,
+        "five tries again, then the error"
+    );
+}
