@@ -134,6 +134,17 @@ def _maintain_and_read_back(name: str, props: dict[str, str], pycat, table: str,
     assert cryo_peers.fingerprint(pycat.load_table(table).scan().to_arrow()) == before
 
 
+def _planter(fs):
+    """Writes an orphan at a location whose path (after the scheme) is the PyArrow file system's."""
+
+    def plant(location: str) -> str:
+        with fs.open_output_stream(location.split("://", 1)[1]) as f:
+            f.write(b"orphan bytes")
+        return location
+
+    return plant
+
+
 def _paths(outcome) -> list[str]:
     return sorted(pa.table(outcome.orphans()).column("path").to_pylist())
 
@@ -143,14 +154,7 @@ def test_azure_through_pyarrow_properties(tmp_path, env):
     props = cryo_peers.azurite_pyarrow_props(env)
     warehouse = f"abfss://{container}/cryo-{uuid.uuid4().hex[:10]}"
     cryo_props, pycat, table, before = _written_by_pyiceberg(tmp_path, "azpa", warehouse, props)
-    fs = _azure_fs(env)
-
-    def plant(location: str) -> str:
-        with fs.open_output_stream(location.split("://", 1)[1]) as f:
-            f.write(b"orphan bytes")
-        return location
-
-    _maintain_and_read_back("azpa", cryo_props, pycat, table, before, plant)
+    _maintain_and_read_back("azpa", cryo_props, pycat, table, before, _planter(_azure_fs(env)))
 
 
 def test_azure_through_a_connection_string_and_java_style_locations(tmp_path, env):
@@ -215,14 +219,7 @@ def test_gcs_scan_grade_orphans_and_missing_files(tmp_path, env):
 def test_gcs_compact_expire_orphans_read_back(tmp_path, env):
     warehouse = f"gs://{env['CRYO_GCS_BUCKET']}/cryo-{uuid.uuid4().hex[:10]}"
     cryo_props, pycat, table, before = _written_by_pyiceberg(tmp_path, "gcsm", warehouse, _gcs_props(env))
-    fs = _gcs_fs(env)
-
-    def plant(location: str) -> str:
-        with fs.open_output_stream(location.split("://", 1)[1]) as f:
-            f.write(b"orphan bytes")
-        return location
-
-    _maintain_and_read_back("gcsm", cryo_props, pycat, table, before, plant)
+    _maintain_and_read_back("gcsm", cryo_props, pycat, table, before, _planter(_gcs_fs(env)))
 
 
 def test_a_storage_refusing_writes_leaves_the_table_unchanged(tmp_path, env):

@@ -34,6 +34,7 @@ use serde::{Deserialize, Serialize};
 use crate::catalog::TableId;
 use crate::error::{Error, Result};
 use crate::govern::LockHolder;
+use crate::govern::lock::now_ms;
 use crate::io::ObjectStorage;
 
 /// How often a waiting writer reads the gate again, and a waiting commit lists the writers.
@@ -48,12 +49,6 @@ struct LeaseRecord {
     expires_ms: i64,
     /// The table, for whoever lists the fence's objects.
     table: String,
-}
-
-fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as i64)
 }
 
 /// Where one table's fence objects live, and how to reach them.

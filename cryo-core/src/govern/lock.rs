@@ -55,6 +55,13 @@ impl LockHolder {
     }
 }
 
+/// Now, in milliseconds since the epoch (0 if the clock is before it): leases' clock.
+pub(crate) fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64)
+}
+
 /// This machine's host name (`""` if it cannot be read).
 pub(crate) fn this_host() -> String {
     std::fs::read_to_string("/proc/sys/kernel/hostname")

@@ -24,6 +24,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 
+use super::lock::now_ms;
 use super::lock::{LockGuard, LockHolder, TableLocks, table_file_stem};
 use crate::catalog::TableId;
 use crate::error::{Error, Result};
@@ -58,12 +59,6 @@ impl fmt::Debug for ObjectLocks {
             .field("lease_ms", &self.lease_ms)
             .finish_non_exhaustive()
     }
-}
-
-fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as i64)
 }
 
 impl ObjectLocks {

@@ -952,6 +952,11 @@ impl fmt::Display for ScrubbedError {
 
 impl std::error::Error for ScrubbedError {}
 
+/// The first 400 characters of what a store said.
+fn shortened(text: &str) -> String {
+    text.chars().take(400).collect()
+}
+
 fn storage_error(secrets: &Secrets, location: &str, op: &str, e: object_store::Error) -> Error {
     let (message, retryable) = match &e {
         object_store::Error::NotFound { .. } => (format!("{op}: file not found"), false),
@@ -961,10 +966,10 @@ fn storage_error(secrets: &Secrets, location: &str, op: &str, e: object_store::E
         _ => (format!("{op} failed"), true),
     };
     // Not-found and already-exists name only the path, and callers look for not-found by
-    // type; every other error keeps its text (scrubbed), not the object.
-    let source: BoxError = match e {
+    // type; every other error keeps its text (scrubbed), not the object, and says it.
+    let (source, said): (BoxError, Option<String>) = match e {
         object_store::Error::NotFound { .. } | object_store::Error::AlreadyExists { .. } => {
-            Box::new(e)
+            (Box::new(e), None)
         }
         other => {
             let mut text = other.to_string();
@@ -974,37 +979,35 @@ fn storage_error(secrets: &Secrets, location: &str, op: &str, e: object_store::E
                 text.push_str(&c.to_string());
                 cause = c.source();
             }
-            Box::new(ScrubbedError(secrets.scrub(&text)))
+            let text = secrets.scrub(&text);
+            (Box::new(ScrubbedError(text.clone())), Some(text))
         }
     };
-    // A symbolic-link loop under a local directory (the listing follows links) stays a loop
-    // however often it is retried.
-    let looped = source.to_string().contains("File system loop found");
-    let (message, retryable) = if looped {
-        (
+    let (message, retryable) = match said {
+        // A symbolic-link loop under a local directory (the listing follows links) stays a
+        // loop however often it is retried.
+        Some(text) if text.contains("File system loop found") => (
             format!("{op}: a symbolic link loops back to one of its parent directories"),
             false,
-        )
-    } else if message.ends_with(" failed") || message.ends_with("access denied") {
-        // What the store said (scrubbed, shortened): "no credentials", "connection refused".
-        let text = source.to_string();
-        let said: String = text.chars().take(400).collect();
+        ),
         // object_store looks for S3 credentials on the instance metadata service last.
-        if text.contains("/latest/api/token") || text.contains("/latest/meta-data/iam") {
+        Some(text)
+            if text.contains("/latest/api/token") || text.contains("/latest/meta-data/iam") =>
+        {
             (
                 format!(
                     "{message}: no S3 credentials: none configured (s3.access-key-id, a \
-                     profile, AWS_* variables, or vended by a REST catalog asked with \
-                     header.X-Iceberg-Access-Delegation) and the instance metadata service \
-                     gave none: {said}"
+                 profile, AWS_* variables, or vended by a REST catalog asked with \
+                 header.X-Iceberg-Access-Delegation) and the instance metadata service \
+                 gave none: {}",
+                    shortened(&text)
                 ),
                 false,
             )
-        } else {
-            (format!("{message}: {said}"), retryable)
         }
-    } else {
-        (message, retryable)
+        // What the store said: "no credentials", "connection refused".
+        Some(text) => (format!("{message}: {}", shortened(&text)), retryable),
+        None => (message, retryable),
     };
     Error::Storage {
         path: location.to_string(),

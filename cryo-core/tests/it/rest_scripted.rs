@@ -40,37 +40,49 @@ struct Script {
     throttle: usize,
 }
 
+/// One HTTP/1.1 request off `stream`: method, path, headers (names lowercased), body.
+fn read_request(
+    stream: &std::net::TcpStream,
+) -> (
+    String,
+    String,
+    std::collections::HashMap<String, String>,
+    String,
+) {
+    let mut reader = BufReader::new(stream.try_clone().unwrap());
+    let mut line = String::new();
+    reader.read_line(&mut line).unwrap();
+    let mut parts = line.split_whitespace();
+    let method = parts.next().unwrap_or_default().to_string();
+    let path = parts.next().unwrap_or_default().to_string();
+    let mut headers = std::collections::HashMap::new();
+    loop {
+        let mut h = String::new();
+        reader.read_line(&mut h).unwrap();
+        let h = h.trim_end();
+        if h.is_empty() {
+            break;
+        }
+        let (k, v) = h.split_once(':').unwrap();
+        headers.insert(k.to_ascii_lowercase(), v.trim().to_string());
+    }
+    let length = headers
+        .get("content-length")
+        .map_or(0, |l| l.parse().unwrap());
+    let mut body = vec![0; length];
+    reader.read_exact(&mut body).unwrap();
+    (method, path, headers, String::from_utf8(body).unwrap())
+}
+
 fn serve(script: Arc<Mutex<Script>>) -> String {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = listener.local_addr().unwrap();
     std::thread::spawn(move || {
         for stream in listener.incoming() {
             let Ok(mut stream) = stream else { return };
-            let mut reader = BufReader::new(stream.try_clone().unwrap());
-            let mut line = String::new();
-            reader.read_line(&mut line).unwrap();
-            let mut parts = line.split_whitespace();
-            let method = parts.next().unwrap_or_default().to_string();
-            let path = parts.next().unwrap_or_default().to_string();
-            let (mut length, mut authorization, mut tenant) = (0, None, None);
-            loop {
-                let mut h = String::new();
-                reader.read_line(&mut h).unwrap();
-                let h = h.trim_end();
-                if h.is_empty() {
-                    break;
-                }
-                let (k, v) = h.split_once(':').unwrap();
-                match k.to_ascii_lowercase().as_str() {
-                    "content-length" => length = v.trim().parse().unwrap(),
-                    "authorization" => authorization = Some(v.trim().to_string()),
-                    "x-tenant" => tenant = Some(v.trim().to_string()),
-                    _ => {}
-                }
-            }
-            let mut body = vec![0; length];
-            reader.read_exact(&mut body).unwrap();
-            let body = String::from_utf8(body).unwrap();
+            let (method, path, headers, body) = read_request(&stream);
+            let authorization = headers.get("authorization").cloned();
+            let tenant = headers.get("x-tenant").cloned();
             let (status, reply) = {
                 let mut s = script.lock().unwrap();
                 s.seen.push(Seen {
@@ -403,23 +415,7 @@ fn serve_glue(
     std::thread::spawn(move || {
         for stream in listener.incoming() {
             let Ok(mut stream) = stream else { return };
-            let mut reader = BufReader::new(stream.try_clone().unwrap());
-            let mut length = 0;
-            loop {
-                let mut h = String::new();
-                reader.read_line(&mut h).unwrap();
-                let h = h.trim_end();
-                if h.is_empty() {
-                    break;
-                }
-                if let Some((k, v)) = h.split_once(':')
-                    && k.eq_ignore_ascii_case("content-length")
-                {
-                    length = v.trim().parse().unwrap();
-                }
-            }
-            let mut body = vec![0; length];
-            reader.read_exact(&mut body).unwrap();
+            let _ = read_request(&stream);
             calls.fetch_add(1, Ordering::SeqCst);
             let shed = throttle
                 .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
