@@ -68,6 +68,7 @@ fn main() {
                     concurrency: arg("--concurrency").map_or(defaults.concurrency, |n| {
                         n.parse().expect("--concurrency N")
                     }),
+                    cache_dir: arg("--cache").map(std::path::PathBuf::from),
                     ..defaults
                 };
                 let scan = scan_loaded(loaded(), catalog.name(), &options, now)

@@ -17,6 +17,8 @@ export interface ScanOptions extends Options {
   maxSnapshotLists?: number | null
   targetFileSizeBytes?: number | null
   smallFileRatio?: number
+  /** A local directory for scan memos: the next scan reads only metadata files written since. */
+  cacheDir?: string | null
 }
 
 /** cryo-core `FleetScanOptions`: `namespaces` as arrays of parts (`[["lake"]]`). */

@@ -16,7 +16,8 @@ replaced data files), ``--real-files`` creates the data files on storage (empty)
 N unreferenced files beside them: a table for real expiry and orphan listing. ``--rest`` puts the
 table (or fleet) in the loopback REST catalog (``scripts/services.sh start``).
 
-Operations (``--ops`` picks among them): Cryo ``scan`` (load + scan + grade), ``files`` (live-file
+Operations (``--ops`` picks among them): Cryo ``scan`` (load + scan + grade), ``scan-memo`` (the
+same with a scan memo the scan before it left, as a scheduled scan finds it), ``files`` (live-file
 listing), ``plan`` (scan + grade + plan), ``expire-dry`` (expiry to the last snapshot, dry run),
 ``expire`` (that expiry, for real), ``orphans`` (orphan listing, dry run); PyIceberg
 ``inspect.files()``, ``inspect.partitions()``, ``scan().plan_files()``; Spark (warm session: each
@@ -364,7 +365,7 @@ print(json.dumps({"op": op, **out, "seconds": seconds, "peak_rss_mib": round(hwm
 
 # The operations of each contender; the first list is what runs without --ops.
 OPS = {
-    "cryo": (["scan", "files", "plan", "expire-dry"], ["expire", "orphans"]),
+    "cryo": (["scan", "scan-memo", "files", "plan", "expire-dry"], ["expire", "orphans"]),
     "pyiceberg": (["inspect.files", "inspect.partitions", "plan_files"], []),
     "spark": (["files", "partitions"], ["expire_snapshots", "remove_orphan_files"]),
 }
@@ -464,6 +465,10 @@ def main() -> None:
     for who, op in picked:
         if who == "cryo":
             argv = [binary, "--dir", str(table_dir), "--table", args.table, "--op", op]
+            if op == "scan-memo":
+                # A scan with a memo (`ScanOptions::cache_dir`) of the scan before it: primed
+                # once, untimed, then timed like `scan`.
+                argv = argv[:-1] + ["scan", "--cache", str(table_dir / "scan-memo")]
             if args.concurrency:
                 argv += ["--concurrency", str(args.concurrency)]
         elif who == "pyiceberg":
@@ -486,6 +491,8 @@ def main() -> None:
             if destructive:
                 pristine.before()
             try:
+                if op == "scan-memo":
+                    subprocess.run(argv, check=True, stdout=subprocess.DEVNULL, cwd=ROOT)
                 r = measured(argv)
             finally:
                 if proxy:

@@ -107,6 +107,23 @@ test('scan and grade the demo lake', async () => {
   assert.equal(cryo.report.scanErrors(fleet), '')
 })
 
+test('a scan memo (cacheDir) reads only the current manifest list and changes nothing', async () => {
+  const cacheDir = join(tempDir('cryo-memo-'), 'memos')
+  const figures = (scan) => {
+    // eslint-disable-next-line no-unused-vars
+    const { io, duration_ms, scanned_at_ms, ...rest } = scan.toObject()
+    return stringify(rest)
+  }
+  const fresh = await lake.catalog.scan('lake.orders')
+  const cold = await lake.catalog.scan('lake.orders', { cacheDir })
+  const warm = await lake.catalog.scan('lake.orders', { cacheDir })
+  assert.equal(figures(cold), figures(fresh))
+  assert.equal(figures(warm), figures(fresh))
+  const reads = Object.fromEntries(warm.toObject().io.reads.map(([kind, n]) => [kind, Number(n)]))
+  assert.equal(reads.manifest_list, 1)
+  assert.equal(reads.manifest, undefined)
+})
+
 test('per-partition statistics and file listings are Arrow IPC streams', async () => {
   const parts = tableFromIPC(fleet.partitions())
   assert.ok(parts.numRows > 0)

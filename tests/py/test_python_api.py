@@ -94,6 +94,29 @@ def test_scan_grade_on_demo_lake(lake, fleet):
     assert cryo.grade(one, skip=[worst.findings[0].code]).score >= worst.score
 
 
+def test_scan_memo_reads_only_what_changed(lake, tmp_path):
+    """`cache_dir`: a second scan reads the current manifest list only, and finds what a scan
+    without the memo finds."""
+    def reads(scan, kind):
+        return sum(n for k, n, _ in scan.to_dict()["io"]["reads"] if k == kind)
+
+    def figures(scan):
+        d = scan.to_dict()
+        d.pop("io")
+        d.pop("duration_ms")
+        d.pop("scanned_at_ms")
+        return d
+
+    for table in lake.tables:
+        fresh = lake.catalog.scan(table)
+        cold = lake.catalog.scan(table, cache_dir=tmp_path)
+        warm = lake.catalog.scan(table, cache_dir=str(tmp_path))
+        assert figures(cold) == figures(warm) == figures(fresh), table
+        assert reads(cold, "manifest") == cold.to_dict()["manifests"]["count"], table
+        assert (reads(warm, "manifest_list"), reads(warm, "manifest")) == (1, 0), table
+    assert len(list(tmp_path.iterdir())) == len(lake.tables)
+
+
 def test_partition_stats_as_arrow(fleet):
     parts = fleet.partitions()
     table = pa.table(parts)

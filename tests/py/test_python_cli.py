@@ -98,6 +98,27 @@ def test_scan_json_and_table_filter(lake_dir):
     assert "lake.healthy" in text and "lake.clickstream" not in text
 
 
+def test_scan_cache_keeps_memos_and_changes_nothing(lake_dir, tmp_path):
+    """`--scan-cache DIR`: one memo per table; a scan with memos finds what one without finds,
+    reading only the current manifest lists."""
+    def tables(*extra: str) -> dict:
+        out = json.loads(cli("scan", "--demo", str(lake_dir), "--json", *extra).stdout)
+        return {_id(t["table"]): t for t in out["tables"]}
+
+    def figures(t: dict) -> dict:
+        return {k: v for k, v in t.items() if k not in ("io", "duration_ms", "scanned_at_ms")}
+
+    fresh = tables()
+    cache = tmp_path / "memos"
+    tables("--scan-cache", str(cache))
+    warm = tables("--scan-cache", str(cache))
+    assert len(list(cache.iterdir())) == len(fresh)
+    for name, t in warm.items():
+        assert figures(t) == figures(fresh[name]), name
+        reads = {kind: n for kind, n, _ in t["io"]["reads"]}
+        assert reads.get("manifest_list") == 1 and "manifest" not in reads, (name, reads)
+
+
 def test_catalog_file_works_like_demo(lake_dir, tmp_path):
     config = tmp_path / "catalog.json"
     root = str(lake_dir.resolve())

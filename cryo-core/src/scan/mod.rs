@@ -44,6 +44,7 @@
 
 pub mod arrow;
 mod fleet;
+mod memo;
 mod model;
 pub(crate) mod partition;
 mod scanner;

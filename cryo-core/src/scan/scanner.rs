@@ -9,6 +9,7 @@ use iceberg::spec::{
 };
 use serde::{Deserialize, Serialize};
 
+use super::memo;
 use super::model::{
     ColumnInfo, ColumnStatsCoverage, DeleteStats, FileEntry, FileStats, ManifestStats,
     MetadataFileStats, PartitionFieldInfo, PartitionFieldValue, PartitionSpecInfo, PartitionStats,
@@ -36,6 +37,11 @@ pub struct ScanOptions {
     /// A file is small below this fraction of the target size (Spark's `min-file-size-bytes`
     /// defaults to 75% of the target).
     pub small_file_ratio: f64,
+    /// A local directory where the scan keeps what it read from the table's manifest lists and
+    /// manifests (immutable files), one memo file per table: the next scan reads only the
+    /// files written since (`None`: read everything every time). A memo never changes a
+    /// scan's result; one that is missing, corrupt or stale is rebuilt.
+    pub cache_dir: Option<std::path::PathBuf>,
 }
 
 impl Default for ScanOptions {
@@ -45,6 +51,7 @@ impl Default for ScanOptions {
             max_snapshot_lists: None,
             target_file_size_bytes: None,
             small_file_ratio: 0.75,
+            cache_dir: None,
         }
     }
 }
@@ -265,32 +272,28 @@ async fn read_manifest_list(
     crate::format::manifest_list::read(storage, table, location, version).await
 }
 
-/// The manifest lists at `lists` (`(snapshot id, location)`), `concurrency` at a time, as they
-/// arrive: the current snapshot's (`current`) whole, the others reduced to their manifests' path
-/// hashes and lengths (the fast reader: no `ManifestFile` per entry).
+/// The manifest lists at `lists` (`(snapshot id, location)`), `concurrency` at a time and each
+/// holding one of `reads`, as they arrive, reduced to their manifests' path hashes and lengths
+/// (the fast reader: no `ManifestFile` per entry).
 fn list_reads<'a>(
     storage: &'a ObjectStorage,
     table: &'a str,
     lists: Vec<(i64, String)>,
-    current: Option<i64>,
     version: FormatVersion,
     concurrency: usize,
-) -> futures::stream::BoxStream<'a, (i64, Result<Listed>)> {
+    reads: Arc<tokio::sync::Semaphore>,
+) -> futures::stream::BoxStream<'a, (i64, Result<crate::format::manifest_list::ListedPaths>)> {
     futures::stream::iter(lists)
         .map(move |(id, loc)| {
             // A task of its own: lists decode on every worker thread, not on the scan's.
-            let (storage, table) = (storage.clone(), table.to_string());
+            let (storage, table, reads) = (storage.clone(), table.to_string(), Arc::clone(&reads));
             async move {
                 let read = tokio::spawn(async move {
-                    if Some(id) == current {
-                        read_manifest_list(&storage, &table, &loc, version)
-                            .await
-                            .map(|(bytes, list)| Listed::Whole(bytes, list))
-                    } else {
-                        crate::format::manifest_list::read_paths(&storage, &table, &loc, version)
-                            .await
-                            .map(Listed::Paths)
-                    }
+                    let _permit = reads
+                        .acquire_owned()
+                        .await
+                        .map_err(|e| Error::Internal(format!("the read budget closed: {e}")))?;
+                    crate::format::manifest_list::read_paths(&storage, &table, &loc, version).await
                 })
                 .await
                 .map_err(|e| Error::Internal(format!("a manifest list read task failed: {e}")))
@@ -300,14 +303,6 @@ fn list_reads<'a>(
         })
         .buffer_unordered(concurrency)
         .boxed()
-}
-
-/// A manifest list as the scan reads it.
-enum Listed {
-    /// The current snapshot's: its size and manifests.
-    Whole(u64, Vec<ManifestFile>),
-    /// Another snapshot's: its size, its manifests' path hashes and lengths.
-    Paths(crate::format::manifest_list::ListedPaths),
 }
 
 /// What every manifest fold of one scan shares.
@@ -322,17 +317,17 @@ struct FoldContext {
 
 /// One manifest of the current snapshot, folded.
 #[derive(Default)]
-struct ManifestFold {
-    deleted_entries: u64,
-    live_entries: u64,
+pub(super) struct ManifestFold {
+    pub(super) deleted_entries: u64,
+    pub(super) live_entries: u64,
     /// Partitions, keyed as the scan keys them, in the order the manifest first names them.
-    parts: Vec<(String, PartitionAcc)>,
-    data_files: FileStats,
-    data_file_count: u64,
+    pub(super) parts: Vec<(Arc<str>, PartitionAcc)>,
+    pub(super) data_files: FileStats,
+    pub(super) data_file_count: u64,
     /// Path hashes of live data files (only with deletes).
-    live_data_paths: Vec<u64>,
+    pub(super) live_data_paths: Vec<u64>,
     /// Data files by the set of columns with both bounds (a manifest's files mostly share one).
-    bounded: Vec<(Vec<i32>, u64)>,
+    pub(super) bounded: Vec<(Vec<i32>, u64)>,
 }
 
 /// The manifest bytes (KiB, as the manifest list gives their lengths) a scan reads and
@@ -351,6 +346,7 @@ fn manifest_tasks<C, T>(
     manifests: Vec<ManifestFile>,
     ctx: Arc<C>,
     concurrency: usize,
+    reads: Arc<tokio::sync::Semaphore>,
     per_manifest: fn(&C, &ManifestFile, &[u8]) -> Result<T>,
 ) -> futures::stream::BoxStream<'static, Result<T>>
 where
@@ -362,7 +358,12 @@ where
     let budget = Arc::new(tokio::sync::Semaphore::new(MANIFEST_KIB_IN_FLIGHT as usize));
     futures::stream::iter(manifests)
         .map(move |mf| {
-            let (storage, ctx, budget) = (storage.clone(), Arc::clone(&ctx), Arc::clone(&budget));
+            let (storage, ctx, budget, reads) = (
+                storage.clone(),
+                Arc::clone(&ctx),
+                Arc::clone(&budget),
+                Arc::clone(&reads),
+            );
             async move {
                 let kib = (mf.manifest_length.max(0) as u64)
                     .div_ceil(1024)
@@ -373,8 +374,13 @@ where
                 tokio::spawn(async move {
                     let _permit = permit;
                     let path = mf.manifest_path.as_str();
-                    let bytes =
-                        crate::format::manifest::read_bytes(&storage, ctx.table(), path).await?;
+                    let bytes = {
+                        let _read = reads
+                            .acquire()
+                            .await
+                            .map_err(|e| Error::Internal(format!("the read budget closed: {e}")))?;
+                        crate::format::manifest::read_bytes(&storage, ctx.table(), path).await?
+                    };
                     per_manifest(&ctx, &mf, &bytes)
                 })
                 .await
@@ -406,7 +412,7 @@ fn fold_manifest(ctx: &FoldContext, mf: &ManifestFile, bytes: &[u8]) -> Result<M
     let mut fold = ManifestFold::default();
     // The fold's partition slot of each of the manifest's tuples, and of each key.
     let mut slot_of: HashMap<usize, usize> = HashMap::new();
-    let mut slot_by_key: HashMap<String, usize> = HashMap::new();
+    let mut slot_by_key: HashMap<Arc<str>, usize> = HashMap::new();
     crate::format::summary::for_each_summary(&ctx.table, mf, bytes, |e| {
         if e.status == ManifestStatus::Deleted {
             fold.deleted_entries += 1;
@@ -420,13 +426,13 @@ fn fold_manifest(ctx: &FoldContext, mf: &ManifestFile, bytes: &[u8]) -> Result<M
             // Keyed by the decoded tuple's path, as the planner and the compactor select
             // partitions: raw tuples that decode alike (one with fields its spec does not
             // have, say) are one partition, never two sharing a path (found by fuzzing).
-            let key = format!("{}/{}", e.spec_id, partition::path_of(&values));
+            let key: Arc<str> = format!("{}/{}", e.spec_id, partition::path_of(&values)).into();
             *slot_by_key.entry(key.clone()).or_insert_with(|| {
                 fold.parts.push((
                     key,
                     PartitionAcc {
                         spec_id: e.spec_id,
-                        values,
+                        values: values.into(),
                         ..PartitionAcc::default()
                     },
                 ));
@@ -477,17 +483,30 @@ fn fold_manifest(ctx: &FoldContext, mf: &ManifestFile, bytes: &[u8]) -> Result<M
     Ok(fold)
 }
 
+impl ManifestFold {
+    /// Whether its partition values come back from JSON as they are (not NaN or infinite).
+    pub(super) fn round_trips(&self) -> bool {
+        self.parts.iter().all(|(_, acc)| {
+            acc.values.iter().all(|v| match v.value {
+                super::model::PartitionValue::Float(f) => f.is_finite(),
+                _ => true,
+            })
+        })
+    }
+}
+
 #[derive(Default)]
-struct PartitionAcc {
-    spec_id: i32,
-    values: Vec<PartitionFieldValue>,
-    data: FileStats,
-    deletes: DeleteStats,
-    last_modified_ms: Option<i64>,
-    min_data_seq: Option<i64>,
+pub(super) struct PartitionAcc {
+    pub(super) spec_id: i32,
+    /// Shared: a memo hands the same partition's values to every fold that names it.
+    pub(super) values: Arc<[PartitionFieldValue]>,
+    pub(super) data: FileStats,
+    pub(super) deletes: DeleteStats,
+    pub(super) last_modified_ms: Option<i64>,
+    pub(super) min_data_seq: Option<i64>,
     // (kind, seq, referenced data file's path hash) of delete files, resolved to dangling after
     // the walk.
-    pending_deletes: Vec<(DeleteKind, Option<i64>, Option<u64>)>,
+    pub(super) pending_deletes: Vec<(DeleteKind, Option<i64>, Option<u64>)>,
 }
 
 impl PartitionAcc {
@@ -505,7 +524,7 @@ impl PartitionAcc {
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
-enum DeleteKind {
+pub(super) enum DeleteKind {
     Position,
     Equality,
     Vector,
@@ -613,55 +632,264 @@ pub async fn scan_loaded(
         .filter(|(i, s)| *i < limit || Some(s.snapshot_id()) == current_id)
         .map(|(_, s)| (s.snapshot_id(), s.manifest_list().to_string()))
         .collect();
-    // Each list is folded in as it arrives: a history of thousands of snapshots, each listing
-    // thousands of manifests, is never held at once; only the current snapshot's list is kept.
+    let mut lists: HashMap<i64, ListRead> = HashMap::new();
+    let mut distinct: HashMap<u64, u64, std::hash::BuildHasherDefault<IdHasher>> =
+        HashMap::default();
+    // With a cache directory, what the memo has is taken from it: every list but the current
+    // snapshot's (always read: it names the manifests to fold), and the folds of manifests.
+    let table_uuid = md.uuid().to_string();
+    let memo_path = options
+        .cache_dir
+        .as_deref()
+        .map(|dir| memo::path_of(dir, &table_uuid));
+    let mut memo = match &memo_path {
+        Some(path) => {
+            let (path, uuid) = (path.clone(), table_uuid.clone());
+            tokio::task::spawn_blocking(move || memo::load(&path, &uuid))
+                .await
+                .unwrap_or_default()
+        }
+        None => memo::Memo::default(),
+    };
+    // The lists read now go into the new memo as they arrive; those taken from the memo are
+    // added to it only if it is written (something changed).
+    let mut writer = memo_path.as_ref().map(|_| memo::MemoWriter::new());
+    let mut changed = false;
+    // Reads in flight, lists and manifests together.
+    let reads = Arc::new(tokio::sync::Semaphore::new(options.concurrency));
+
+    // The current snapshot's list first: its manifests are folded while the other lists are
+    // read, so on object storage the two overlap instead of waiting on each other.
+    let current_list = current_id.and_then(|id| {
+        to_read
+            .iter()
+            .find(|(s, _)| *s == id)
+            .map(|(_, location)| (id, location.clone()))
+    });
+    let mut current_manifests: Vec<ManifestFile> = Vec::new();
+    if let Some((id, location)) = &current_list {
+        let (bytes, list) = {
+            let _permit = reads
+                .acquire()
+                .await
+                .map_err(|e| Error::Internal(format!("the read budget closed: {e}")))?;
+            read_manifest_list(&storage, &name, location, version).await?
+        };
+        for m in &list {
+            distinct.insert(path_hash(&m.manifest_path), m.manifest_length.max(0) as u64);
+        }
+        if let Some(w) = writer.as_mut() {
+            changed |= memo.lists.remove(location).is_none();
+            w.list(
+                location,
+                bytes,
+                list.iter()
+                    .map(|m| (path_hash(&m.manifest_path), m.manifest_length.max(0) as u64)),
+            );
+        }
+        lists.insert(
+            *id,
+            ListRead {
+                bytes,
+                manifests: list.len(),
+            },
+        );
+        current_manifests = list;
+    }
+
+    let snapshot_ts: HashMap<i64, i64> = snaps
+        .iter()
+        .map(|s| (s.snapshot_id(), s.timestamp_ms()))
+        .collect();
+
+    let mut manifests = ManifestStats::default();
+    // --- the current snapshot, file by file ---------------------------------------------
+    let small_manifest = (write.manifest_target_size_bytes / 8).max(1);
+    for m in &current_manifests {
+        manifests.count += 1;
+        match m.content {
+            ManifestContentType::Data => manifests.data_manifests += 1,
+            ManifestContentType::Deletes => manifests.delete_manifests += 1,
+        }
+        let len = m.manifest_length.max(0) as u64;
+        manifests.total_bytes = manifests.total_bytes.saturating_add(len);
+        if len < small_manifest {
+            manifests.small_count += 1;
+        }
+    }
+    // Each manifest is folded on a task of its own into per-partition figures, at most
+    // `concurrency` at a time, and merged here in list order: nothing holds every entry of the
+    // table, and no entry is built beyond what the fold reads (`format::summary`).
+    // Live data files by path hash, for delete files that name theirs (only with deletes).
+    let with_deletes = manifests.delete_manifests > 0;
+    let ctx = Arc::new(FoldContext {
+        table: name.clone(),
+        decoders,
+        snapshot_ts,
+        small_file_threshold: write.small_file_threshold_bytes,
+        with_deletes,
+    });
+    // Folds the memo has (made under the same key, every snapshot they date by still here)
+    // are taken from it; the other manifests are read.
+    let fold_key = memo::FoldKey {
+        format_version: version as u8,
+        small_file_threshold: write.small_file_threshold_bytes,
+        with_deletes,
+        specs: fnv1a(&serde_json::to_vec(&partitioning).unwrap_or_default()),
+    };
+    let snapshot_ids: Vec<i64> = snaps.iter().map(|s| s.snapshot_id()).collect();
+    memo.keep_folds_if(&fold_key, &snapshot_ids);
+    let mut kept = Vec::new();
+    let mut to_fold = Vec::with_capacity(current_manifests.len());
+    for mf in std::mem::take(&mut current_manifests) {
+        if memo_path.is_some() {
+            let id = memo::FoldId::of(&mf);
+            if let Some(fold) = memo.take_fold(&id) {
+                kept.push(Ok((id, fold)));
+                continue;
+            }
+        }
+        to_fold.push(mf);
+    }
+    changed |= !to_fold.is_empty() || memo.has_folds();
+    let mut fold_writer = memo_path.as_ref().map(|_| memo::MemoWriter::new());
+    let mut folds = futures::stream::iter(kept)
+        .chain(manifest_tasks(
+            storage.clone(),
+            to_fold,
+            Arc::clone(&ctx),
+            options.concurrency,
+            Arc::clone(&reads),
+            |ctx, mf, bytes| Ok((memo::FoldId::of(mf), fold_manifest(ctx, mf, bytes)?)),
+        ))
+        .boxed();
+
+    // The other lists: from the memo, or read (each folded in as it arrives: a history of
+    // thousands of snapshots, each listing thousands of manifests, is never held at once).
+    let mut kept_lists: Vec<(String, memo::MemoList)> = Vec::new();
+    let mut locations: HashMap<i64, String> = HashMap::new();
+    let mut to_fetch = Vec::with_capacity(to_read.len());
+    let mut seen = vec![false; memo.manifests.len()];
+    for (id, location) in to_read {
+        if Some(id) == current_id {
+            continue;
+        }
+        if let Some(kept) = memo.lists.remove(&location) {
+            for i in &kept.indices {
+                seen[*i as usize] = true;
+            }
+            lists.insert(
+                id,
+                ListRead {
+                    bytes: kept.bytes,
+                    manifests: kept.indices.len(),
+                },
+            );
+            kept_lists.push((location, kept));
+            continue;
+        }
+        if memo_path.is_some() {
+            changed = true;
+            locations.insert(id, location.clone());
+        }
+        to_fetch.push((id, location));
+    }
+    for (seen, (hash, len)) in seen.into_iter().zip(&memo.manifests) {
+        if seen {
+            distinct.insert(*hash, *len);
+        }
+    }
+    // Lists no longer in the table are dropped from the memo.
+    changed |= !memo.lists.is_empty();
+    memo.lists.clear();
     let mut list_results = list_reads(
         &storage,
         &name,
-        to_read,
-        current_id,
+        to_fetch,
         version,
         options.concurrency,
+        Arc::clone(&reads),
     );
-    let mut lists: HashMap<i64, ListRead> = HashMap::new();
-    let mut current_manifests: Vec<ManifestFile> = Vec::new();
-    let mut distinct: HashMap<u64, u64, std::hash::BuildHasherDefault<IdHasher>> =
-        HashMap::default();
-    while let Some((id, res)) = list_results.next().await {
-        match res {
-            Ok(Listed::Whole(bytes, list)) => {
-                for m in &list {
-                    distinct.insert(path_hash(&m.manifest_path), m.manifest_length.max(0) as u64);
+    let other_lists = async {
+        while let Some((id, res)) = list_results.next().await {
+            match res {
+                Ok(paths) => {
+                    for m in &paths.manifests {
+                        distinct.insert(m.hash, m.length);
+                    }
+                    if let (Some(w), Some(location)) = (writer.as_mut(), locations.get(&id)) {
+                        w.list(
+                            location,
+                            paths.bytes,
+                            paths.manifests.iter().map(|m| (m.hash, m.length)),
+                        );
+                    }
+                    lists.insert(
+                        id,
+                        ListRead {
+                            bytes: paths.bytes,
+                            manifests: paths.manifests.len(),
+                        },
+                    );
                 }
-                lists.insert(
-                    id,
-                    ListRead {
-                        bytes,
-                        manifests: list.len(),
-                    },
-                );
-                current_manifests = list;
-            }
-            Ok(Listed::Paths(paths)) => {
-                for m in &paths.manifests {
-                    distinct.insert(m.hash, m.length);
+                // An old list that cannot be read is reported (manifest_count = None) but
+                // does not fail the scan.
+                Err(e) => {
+                    tracing::warn!(table = %name, snapshot_id = id, error = %e, "manifest list unreadable");
                 }
-                lists.insert(
-                    id,
-                    ListRead {
-                        bytes: paths.bytes,
-                        manifests: paths.manifests.len(),
-                    },
-                );
-            }
-            // The current snapshot's list is required; an old one that cannot be read is
-            // reported (manifest_count = None) but does not fail the scan.
-            Err(e) if Some(id) == current_id => return Err(e),
-            Err(e) => {
-                tracing::warn!(table = %name, snapshot_id = id, error = %e, "manifest list unreadable");
             }
         }
-    }
+    };
+
+    let mut parts: BTreeMap<Arc<str>, PartitionAcc> = BTreeMap::new();
+    let mut data_files = FileStats::default();
+    let mut live_data_paths = PathHashes::default();
+    let mut stats_cols: HashMap<i32, u64> = HashMap::new();
+    let mut coverage = ColumnStatsCoverage {
+        leaf_columns: leaves.len() as u64,
+        ..ColumnStatsCoverage::default()
+    };
+    let leaf_set: HashSet<i32> = leaves.iter().copied().collect();
+    let current_folds = async {
+        while let Some(fold) = folds.next().await {
+            let (id, fold) = fold?;
+            if let Some(w) = fold_writer.as_mut() {
+                w.fold(&id, &fold);
+            }
+            manifests.deleted_entries += fold.deleted_entries;
+            manifests.live_entries += fold.live_entries;
+            if fold.live_entries == 0 {
+                manifests.no_live_entries += 1;
+            }
+            data_files.merge(&fold.data_files);
+            live_data_paths.extend(fold.live_data_paths);
+            coverage.files += fold.data_file_count;
+            for (bounded, files) in fold.bounded {
+                let bounded: Vec<i32> = bounded
+                    .into_iter()
+                    .filter(|id| leaf_set.contains(id))
+                    .collect();
+                if !bounded.is_empty() {
+                    coverage.files_with_bounds += files;
+                    for id in bounded {
+                        *stats_cols.entry(id).or_default() += files;
+                    }
+                }
+            }
+            for (key, acc) in fold.parts {
+                match parts.entry(key) {
+                    std::collections::btree_map::Entry::Vacant(v) => {
+                        v.insert(acc);
+                    }
+                    std::collections::btree_map::Entry::Occupied(mut o) => o.get_mut().merge(acc),
+                }
+            }
+        }
+        Ok::<_, Error>(())
+    };
+    let ((), folded) = futures::future::join(other_lists, current_folds).await;
+    folded?;
+    drop((folds, list_results));
 
     let snapshot_infos: Vec<SnapshotInfo> = snaps
         .iter()
@@ -683,11 +911,6 @@ pub async fn scan_loaded(
             }
         })
         .collect();
-    let snapshot_ts: HashMap<i64, i64> = snaps
-        .iter()
-        .map(|s| (s.snapshot_id(), s.timestamp_ms()))
-        .collect();
-
     let mut refs: Vec<RefInfo> = table_refs(md)
         .iter()
         .map(|(name, r)| {
@@ -720,7 +943,6 @@ pub async fn scan_loaded(
     refs.sort_by(|a, b| a.name.cmp(&b.name));
 
     // --- manifests across snapshots ------------------------------------------------------
-    let mut manifests = ManifestStats::default();
     for l in lists.values() {
         manifests.manifest_list_bytes = manifests.manifest_list_bytes.saturating_add(l.bytes);
     }
@@ -732,81 +954,25 @@ pub async fn scan_loaded(
             lists.values().map(|l| l.manifests).sum::<usize>() as f64 / lists.len() as f64;
     }
 
-    // --- the current snapshot, file by file ---------------------------------------------
-    let small_manifest = (write.manifest_target_size_bytes / 8).max(1);
-    for m in &current_manifests {
-        manifests.count += 1;
-        match m.content {
-            ManifestContentType::Data => manifests.data_manifests += 1,
-            ManifestContentType::Deletes => manifests.delete_manifests += 1,
-        }
-        let len = m.manifest_length.max(0) as u64;
-        manifests.total_bytes = manifests.total_bytes.saturating_add(len);
-        if len < small_manifest {
-            manifests.small_count += 1;
-        }
-    }
-    // Each manifest is folded on a task of its own into per-partition figures, at most
-    // `concurrency` at a time, and merged here in list order: nothing holds every entry of the
-    // table, and no entry is built beyond what the fold reads (`format::summary`).
-    // Live data files by path hash, for delete files that name theirs (only with deletes).
-    let with_deletes = manifests.delete_manifests > 0;
-    let ctx = Arc::new(FoldContext {
-        table: name.clone(),
-        decoders,
-        snapshot_ts,
-        small_file_threshold: write.small_file_threshold_bytes,
-        with_deletes,
-    });
-    let mut folds = manifest_tasks(
-        storage.clone(),
-        std::mem::take(&mut current_manifests),
-        Arc::clone(&ctx),
-        options.concurrency,
-        fold_manifest,
-    );
-
-    let mut parts: BTreeMap<String, PartitionAcc> = BTreeMap::new();
-    let mut data_files = FileStats::default();
-    let mut live_data_paths = PathHashes::default();
-    let mut stats_cols: HashMap<i32, u64> = HashMap::new();
-    let mut coverage = ColumnStatsCoverage {
-        leaf_columns: leaves.len() as u64,
-        ..ColumnStatsCoverage::default()
-    };
-    let leaf_set: HashSet<i32> = leaves.iter().copied().collect();
-    while let Some(fold) = folds.next().await {
-        let fold = fold?;
-        manifests.deleted_entries += fold.deleted_entries;
-        manifests.live_entries += fold.live_entries;
-        if fold.live_entries == 0 {
-            manifests.no_live_entries += 1;
-        }
-        data_files.merge(&fold.data_files);
-        live_data_paths.extend(fold.live_data_paths);
-        coverage.files += fold.data_file_count;
-        for (bounded, files) in fold.bounded {
-            let bounded: Vec<i32> = bounded
-                .into_iter()
-                .filter(|id| leaf_set.contains(id))
-                .collect();
-            if !bounded.is_empty() {
-                coverage.files_with_bounds += files;
-                for id in bounded {
-                    *stats_cols.entry(id).or_default() += files;
-                }
+    if let (Some(path), Some(mut w), Some(folds)) = (memo_path, writer, fold_writer) {
+        changed |= folds.changed;
+        if changed {
+            for (location, kept) in &kept_lists {
+                w.list_kept(&memo.manifests, location, kept);
             }
-        }
-        for (key, acc) in fold.parts {
-            match parts.entry(key) {
-                std::collections::btree_map::Entry::Vacant(v) => {
-                    v.insert(acc);
-                }
-                std::collections::btree_map::Entry::Occupied(mut o) => o.get_mut().merge(acc),
+            w.take_folds(folds);
+            let uuid = table_uuid.clone();
+            let written = tokio::task::spawn_blocking(move || {
+                let result = w.write(&path, &uuid, fold_key, snapshot_ids);
+                (path, result)
+            })
+            .await;
+            if let Ok((path, Err(e))) = written {
+                tracing::warn!(table = %name, memo = %path.display(), error = %e, "scan memo not written");
             }
         }
     }
-    drop(folds);
+    drop((memo, kept_lists));
     let decoders = &ctx.decoders;
     coverage.columns_with_bounds = stats_cols
         .values()
@@ -858,7 +1024,7 @@ pub async fn scan_loaded(
         partitions.push(PartitionStats {
             spec_id: acc.spec_id,
             path: partition::path_of(&acc.values),
-            values: acc.values,
+            values: acc.values.to_vec(),
             data_files: acc.data,
             delete_files: acc.deletes,
             last_modified_ms: acc.last_modified_ms,
@@ -981,6 +1147,7 @@ async fn file_manifests<T: Send + 'static>(
         manifests,
         ctx,
         options.concurrency,
+        Arc::new(tokio::sync::Semaphore::new(options.concurrency)),
         per_manifest,
     ))
 }

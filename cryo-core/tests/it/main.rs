@@ -29,4 +29,5 @@ mod render_fixtures;
 mod render_hostile;
 mod replace;
 mod rest_scripted;
+mod scan_memo;
 mod secrets;

@@ -68,7 +68,12 @@ def _epoch_ms(value: Optional[Instant], name: str) -> Optional[int]:
 
 def _options(**options: Any) -> dict[str, Any]:
     """Keyword options for the native layer; None means cryo-core's default and is dropped."""
-    return {k: (v._option() if isinstance(v, _cryo.CommitFence) else v) for k, v in options.items() if v is not None}
+    def native(v: Any) -> Any:
+        if isinstance(v, _cryo.CommitFence):
+            return v._option()
+        return os.fspath(v) if isinstance(v, os.PathLike) else v
+
+    return {k: native(v) for k, v in options.items() if v is not None}
 
 
 def _path(value: Optional[Union[str, os.PathLike[str]]]) -> Optional[str]:

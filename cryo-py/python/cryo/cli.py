@@ -86,9 +86,10 @@ def _catalog(args: argparse.Namespace) -> Catalog:
 def _scans(args: argparse.Namespace, catalog: Catalog) -> tuple[list[TableScan], Optional[FleetScan]]:
     """The tables chosen by --table / --namespace (all by default), scanned."""
     if args.table:
-        return [catalog.scan(t) for t in args.table], None
+        return [catalog.scan(t, cache_dir=args.scan_cache) for t in args.table], None
     namespaces = [ns.split(".") for ns in args.namespace] if args.namespace else None
-    fleet = catalog.scan_fleet(namespaces=namespaces, progress=args.progress)
+    scan = {"cache_dir": args.scan_cache} if args.scan_cache else None
+    fleet = catalog.scan_fleet(namespaces=namespaces, scan=scan, progress=args.progress)
     return fleet.tables, fleet
 
 
@@ -278,6 +279,11 @@ def _parser() -> argparse.ArgumentParser:
     select = argparse.ArgumentParser(add_help=False)
     select.add_argument("--table", action="append", metavar="NS.TABLE", help="only this table (repeatable)")
     select.add_argument("--namespace", action="append", metavar="NS", help="only this namespace (repeatable)")
+    select.add_argument(
+        "--scan-cache",
+        metavar="DIR",
+        help="keep scan memos here: the next scan reads only the metadata files written since",
+    )
 
     planning = argparse.ArgumentParser(add_help=False)
     planning.add_argument(
