@@ -12,7 +12,6 @@
 
 use std::borrow::Cow;
 use std::collections::HashMap;
-use std::io::Read;
 use std::sync::Arc;
 
 type R<T> = std::result::Result<T, String>;
@@ -189,6 +188,19 @@ impl<'a> Cursor<'a> {
         Err("varint too long".into())
     }
 
+    /// Step over a varint without decoding it (what [`Self::long`] accepts: at most 10 bytes).
+    fn skip_varint(&mut self) -> R<()> {
+        let rest = self.buf.get(self.pos..).unwrap_or_default();
+        match rest.iter().take(10).position(|b| b & 0x80 == 0) {
+            Some(i) => {
+                self.pos += i + 1;
+                Ok(())
+            }
+            None if rest.len() < 10 => Err("truncated varint".into()),
+            None => Err("varint too long".into()),
+        }
+    }
+
     fn len(&mut self) -> R<usize> {
         usize::try_from(self.long()?).map_err(|_| "negative length".to_string())
     }
@@ -223,15 +235,13 @@ impl<'a> Cursor<'a> {
         }
     }
 
-    fn skip(&mut self, s: &Schema) -> R<()> {
+    pub(crate) fn skip(&mut self, s: &Schema) -> R<()> {
         match s {
             Schema::Null => {}
             Schema::Boolean => {
                 self.take(1)?;
             }
-            Schema::Int | Schema::Long | Schema::Enum => {
-                self.long()?;
-            }
+            Schema::Int | Schema::Long | Schema::Enum => self.skip_varint()?,
             Schema::Float => {
                 self.take(4)?;
             }
@@ -420,13 +430,7 @@ pub(crate) fn open(bytes: &[u8]) -> R<Container<'_>> {
         }
         let data = match codec {
             b"null" => Cow::Borrowed(data),
-            b"deflate" => {
-                let mut out = Vec::with_capacity(data.len() * 4);
-                flate2::read::DeflateDecoder::new(data)
-                    .read_to_end(&mut out)
-                    .map_err(|e| format!("deflate: {e}"))?;
-                Cow::Owned(out)
-            }
+            b"deflate" => Cow::Owned(inflate(data)?),
             other => {
                 return Err(format!(
                     "codec `{}` (read by upstream instead)",
@@ -443,8 +447,28 @@ pub(crate) fn open(bytes: &[u8]) -> R<Container<'_>> {
     })
 }
 
-/// Whether `f` is the field with Iceberg field id `id` (or, for writers that leave ids out,
-/// one of `names`).
+/// A raw deflate stream, inflated into a buffer that grows as it fills (and is never zeroed
+/// first). Bytes after the end of the stream are ignored, as a reader of the stream would.
+fn inflate(data: &[u8]) -> R<Vec<u8>> {
+    let mut out = Vec::with_capacity(data.len().saturating_mul(4).max(1024));
+    let mut d = flate2::Decompress::new(false);
+    loop {
+        let (consumed, produced) = (d.total_in() as usize, out.len());
+        let input = data.get(consumed..).unwrap_or_default();
+        let status = d
+            .decompress_vec(input, &mut out, flate2::FlushDecompress::Finish)
+            .map_err(|e| format!("deflate: {e}"))?;
+        if status == flate2::Status::StreamEnd {
+            return Ok(out);
+        }
+        if out.len() == out.capacity() {
+            out.reserve(out.capacity());
+        } else if d.total_in() as usize == consumed && out.len() == produced {
+            return Err("deflate: the stream ends early".into());
+        }
+    }
+}
+
 /// Whether `f` is the field with this id and one of these names. A field that has the id
 /// but another name, or the name but another id, is an error: upstream's reader goes by
 /// name, Java's by id, and the caller falls back to upstream's rather than guess.

@@ -203,11 +203,13 @@ pub(crate) fn for_each_live(
     bytes: &[u8],
     mut visit: impl FnMut(LiveRef<'_>),
 ) -> Result<()> {
-    for_each_entry(table, path, bytes, |e| {
-        if e.status != ManifestStatus::Deleted {
-            visit(e.live);
-        }
-    })
+    for_each_entry(
+        table,
+        path,
+        bytes,
+        |s| s != ManifestStatus::Deleted,
+        |e| visit(e.live),
+    )
 }
 
 /// A `DELETED` entry of a manifest, as [`for_each_deleted`] sees it: the file, and the snapshot
@@ -226,14 +228,18 @@ pub(crate) fn for_each_deleted(
     bytes: &[u8],
     mut visit: impl FnMut(DeletedRef<'_>),
 ) -> Result<()> {
-    for_each_entry(table, path, bytes, |e| {
-        if e.status == ManifestStatus::Deleted {
+    for_each_entry(
+        table,
+        path,
+        bytes,
+        |s| s == ManifestStatus::Deleted,
+        |e| {
             visit(DeletedRef {
                 file: e.live,
                 snapshot_id: e.snapshot_id,
             });
-        }
-    })
+        },
+    )
 }
 
 /// One entry as the history walkers see it: status, snapshot id as written, file.
@@ -244,19 +250,21 @@ pub(crate) struct EntryRef<'a> {
     pub(crate) live: LiveRef<'a>,
 }
 
+/// The entries whose status `want` keeps, in file order.
 fn for_each_entry(
     table: &str,
     path: &str,
     bytes: &[u8],
+    want: impl Fn(ManifestStatus) -> bool,
     mut visit: impl FnMut(EntryRef<'_>),
 ) -> Result<()> {
-    match entries_fast(bytes, &mut visit) {
+    match entries_fast(bytes, &want, &mut visit) {
         Ok(()) => Ok(()),
         Err(why) => {
             tracing::debug!(table, path, why, "manifest read by upstream's reader");
             let manifest = parse_manifest(bytes)
                 .map_err(|e| Error::metadata(table, path, format!("corrupt manifest: {e}")))?;
-            for e in manifest.entries() {
+            for e in manifest.entries().iter().filter(|e| want(e.status())) {
                 visit(EntryRef {
                     status: e.status(),
                     snapshot_id: e.snapshot_id(),
@@ -279,10 +287,8 @@ pub(crate) fn live_fast(
     bytes: &[u8],
     visit: &mut impl FnMut(LiveRef<'_>),
 ) -> std::result::Result<(), String> {
-    entries_fast(bytes, &mut |e| {
-        if e.status != ManifestStatus::Deleted {
-            visit(e.live);
-        }
+    entries_fast(bytes, |s| s != ManifestStatus::Deleted, &mut |e| {
+        visit(e.live)
     })
 }
 
@@ -292,68 +298,153 @@ pub(crate) fn deleted_fast(
     bytes: &[u8],
     visit: &mut impl FnMut(DeletedRef<'_>),
 ) -> std::result::Result<(), String> {
-    entries_fast(bytes, &mut |e| {
-        if e.status == ManifestStatus::Deleted {
-            visit(DeletedRef {
-                file: e.live,
-                snapshot_id: e.snapshot_id,
-            });
-        }
+    entries_fast(bytes, |s| s == ManifestStatus::Deleted, &mut |e| {
+        visit(DeletedRef {
+            file: e.live,
+            snapshot_id: e.snapshot_id,
+        });
     })
 }
 
-/// Every entry with the fast reader; visits nothing unless the whole file decodes.
-fn entries_fast(
-    bytes: &[u8],
-    visit: &mut impl FnMut(EntryRef<'_>),
-) -> std::result::Result<(), String> {
-    let container = avro::open(bytes)?;
-    let mut entries: Vec<EntryRef<'_>> = Vec::new();
-    container.for_each(|cur, fields| {
-        let (mut status, mut snapshot_id) = (None, None);
-        let (mut file, mut content, mut records, mut size) = (None, 0, None, None);
-        cur.record(fields, |f, cur| {
-            if avro::is(f, 0, &["status"])? {
-                status = cur.leaf(&f.schema)?.long();
-                Ok(true)
+/// What [`entries_fast`] does with each field of a manifest entry, planned once per file from
+/// its writer schema (not by name for every entry).
+enum EntryField {
+    Status,
+    SnapshotId,
+    DataFile(Vec<FileField>),
+    Skip,
+}
+
+/// What [`entries_fast`] does with each field of `data_file`.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum FileField {
+    Path,
+    Content,
+    Records,
+    Size,
+    Skip,
+}
+
+fn entry_plan(fields: &[Field]) -> std::result::Result<Vec<EntryField>, String> {
+    let plan = fields
+        .iter()
+        .map(|f| {
+            Ok(if avro::is(f, 0, &["status"])? {
+                EntryField::Status
             } else if avro::is(f, 1, &["snapshot_id"])? {
-                snapshot_id = cur.leaf(&f.schema)?.long();
-                Ok(true)
+                EntryField::SnapshotId
             } else if avro::is(f, 2, &["data_file"])? {
                 let avro::Schema::Record(inner) = &f.schema else {
                     return Err("data_file is not a record".to_string());
                 };
-                cur.record(inner, |g, cur| {
-                    if avro::is(g, 100, &["file_path"])? {
-                        file = Some(cur.leaf(&g.schema)?.str()?);
-                    } else if avro::is(g, 134, &["content"])? {
-                        content = cur.leaf(&g.schema)?.long().unwrap_or(0);
-                    } else if avro::is(g, 103, &["record_count"])? {
-                        records = cur.leaf(&g.schema)?.long();
-                    } else if avro::is(g, 104, &["file_size_in_bytes"])? {
-                        size = cur.leaf(&g.schema)?.long();
-                    } else {
-                        return Ok(false);
+                let inner = inner
+                    .iter()
+                    .map(|g| {
+                        Ok(if avro::is(g, 100, &["file_path"])? {
+                            FileField::Path
+                        } else if avro::is(g, 134, &["content"])? {
+                            FileField::Content
+                        } else if avro::is(g, 103, &["record_count"])? {
+                            FileField::Records
+                        } else if avro::is(g, 104, &["file_size_in_bytes"])? {
+                            FileField::Size
+                        } else {
+                            FileField::Skip
+                        })
+                    })
+                    .collect::<std::result::Result<Vec<_>, String>>()?;
+                for (needed, what) in [
+                    (FileField::Path, "a manifest entry without file_path"),
+                    (FileField::Records, "a manifest entry without record_count"),
+                    (
+                        FileField::Size,
+                        "a manifest entry without file_size_in_bytes",
+                    ),
+                ] {
+                    if !inner.contains(&needed) {
+                        return Err(what.to_string());
                     }
-                    Ok(true)
-                })?;
-                Ok(true)
+                }
+                EntryField::DataFile(inner)
             } else {
-                Ok(false)
+                EntryField::Skip
+            })
+        })
+        .collect::<std::result::Result<Vec<_>, String>>()?;
+    if !plan.iter().any(|f| matches!(f, EntryField::Status)) {
+        return Err("a manifest entry without status".into());
+    }
+    if !plan.iter().any(|f| matches!(f, EntryField::DataFile(_))) {
+        return Err("a manifest entry without data_file".into());
+    }
+    Ok(plan)
+}
+
+/// The entries `want` keeps (by status), with the fast reader; visits nothing unless the whole
+/// file decodes. An entry's `data_file` is skipped, not decoded, when its status (written
+/// first) says it is not wanted.
+fn entries_fast(
+    bytes: &[u8],
+    want: impl Fn(ManifestStatus) -> bool,
+    visit: &mut impl FnMut(EntryRef<'_>),
+) -> std::result::Result<(), String> {
+    let container = avro::open(bytes)?;
+    let mut entries: Vec<EntryRef<'_>> = Vec::new();
+    let mut plan: Option<Vec<EntryField>> = None;
+    container.for_each(|cur, fields| {
+        let plan = match &plan {
+            Some(p) => p,
+            None => plan.insert(entry_plan(fields)?),
+        };
+        let (mut status, mut snapshot_id) = (None, None);
+        let (mut file, mut content, mut records, mut size) = (None, 0, None, None);
+        let mut skipped = false;
+        for (f, role) in fields.iter().zip(plan) {
+            match role {
+                EntryField::Status => {
+                    status = Some(match cur.leaf(&f.schema)?.long() {
+                        // 0 EXISTING, 1 ADDED, 2 DELETED.
+                        Some(0) => ManifestStatus::Existing,
+                        Some(1) => ManifestStatus::Added,
+                        Some(2) => ManifestStatus::Deleted,
+                        Some(other) => return Err(format!("unknown status {other}")),
+                        None => return Err("a manifest entry without status".into()),
+                    });
+                }
+                EntryField::SnapshotId => snapshot_id = cur.leaf(&f.schema)?.long(),
+                EntryField::DataFile(inner) => {
+                    if status.is_some_and(|s| !want(s)) {
+                        cur.skip(&f.schema)?;
+                        skipped = true;
+                        continue;
+                    }
+                    let avro::Schema::Record(inner_fields) = &f.schema else {
+                        return Err("data_file is not a record".into());
+                    };
+                    for (g, role) in inner_fields.iter().zip(inner) {
+                        match role {
+                            FileField::Path => file = Some(cur.leaf(&g.schema)?.str()?),
+                            FileField::Content => {
+                                content = cur.leaf(&g.schema)?.long().unwrap_or(0);
+                            }
+                            FileField::Records => records = cur.leaf(&g.schema)?.long(),
+                            FileField::Size => size = cur.leaf(&g.schema)?.long(),
+                            FileField::Skip => cur.skip(&g.schema)?,
+                        }
+                    }
+                }
+                EntryField::Skip => cur.skip(&f.schema)?,
             }
-        })?;
+        }
         let status = status.ok_or("a manifest entry without status")?;
+        if skipped || !want(status) {
+            return Ok(());
+        }
         let path = file.ok_or("a manifest entry without file_path")?;
         let records = records.ok_or("a manifest entry without record_count")?;
         let size = size.ok_or("a manifest entry without file_size_in_bytes")?;
         entries.push(EntryRef {
-            // 0 EXISTING, 1 ADDED, 2 DELETED.
-            status: match status {
-                0 => ManifestStatus::Existing,
-                1 => ManifestStatus::Added,
-                2 => ManifestStatus::Deleted,
-                _ => return Err(format!("unknown status {status}")),
-            },
+            status,
             snapshot_id,
             live: LiveRef {
                 path,
