@@ -288,7 +288,7 @@ pub(crate) fn live_fast(
     visit: &mut impl FnMut(LiveRef<'_>),
 ) -> std::result::Result<(), String> {
     entries_fast(bytes, |s| s != ManifestStatus::Deleted, &mut |e| {
-        visit(e.live)
+        visit(e.live);
     })
 }
 
