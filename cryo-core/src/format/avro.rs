@@ -164,6 +164,7 @@ impl<'a> Cursor<'a> {
         self.pos == self.buf.len()
     }
 
+    #[inline]
     fn take(&mut self, n: usize) -> R<&'a [u8]> {
         let end = self
             .pos
@@ -175,7 +176,20 @@ impl<'a> Cursor<'a> {
         Ok(out)
     }
 
+    #[inline]
     fn long(&mut self) -> R<i64> {
+        // Most varints (counts, lengths, branches, ids) are one byte.
+        if let Some(&b) = self.buf.get(self.pos)
+            && b < 0x80
+        {
+            self.pos += 1;
+            let v = u64::from(b);
+            return Ok((v >> 1) as i64 ^ -((v & 1) as i64));
+        }
+        self.long_slow()
+    }
+
+    fn long_slow(&mut self) -> R<i64> {
         let mut value: u64 = 0;
         for shift in (0..64).step_by(7) {
             let b = *self.buf.get(self.pos).ok_or("truncated varint")?;
@@ -189,7 +203,12 @@ impl<'a> Cursor<'a> {
     }
 
     /// Step over a varint without decoding it (what [`Self::long`] accepts: at most 10 bytes).
+    #[inline]
     fn skip_varint(&mut self) -> R<()> {
+        if self.buf.get(self.pos).is_some_and(|b| b & 0x80 == 0) {
+            self.pos += 1;
+            return Ok(());
+        }
         let rest = self.buf.get(self.pos..).unwrap_or_default();
         match rest.iter().take(10).position(|b| b & 0x80 == 0) {
             Some(i) => {
@@ -201,10 +220,12 @@ impl<'a> Cursor<'a> {
         }
     }
 
+    #[inline]
     fn len(&mut self) -> R<usize> {
         usize::try_from(self.long()?).map_err(|_| "negative length".to_string())
     }
 
+    #[inline]
     fn bytes(&mut self) -> R<&'a [u8]> {
         let n = self.len()?;
         self.take(n)
@@ -334,6 +355,277 @@ impl<'a> Cursor<'a> {
     }
 }
 
+/// A writer schema compiled for stepping over values: records flattened into their fields,
+/// runs of varints and of fixed-width bytes merged, and arrays whose items are varints only
+/// (Iceberg's `map<int, long>` column metrics, written as arrays of key-value records) stepped
+/// over whole. Hot readers plan their fields once per file and skip through this, not through
+/// [`Cursor::skip`], which follows the schema tree value by value.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum Skip {
+    /// This many varints (`int`, `long`, `enum`).
+    Varints(usize),
+    /// This many bytes (`boolean`, `float`, `double`, `fixed`).
+    Fixed(usize),
+    /// A length, then that many bytes (`bytes`, `string`).
+    Bytes,
+    Seq(Box<[Skip]>),
+    Union(Box<[Skip]>),
+    /// An array whose items are this many varints each.
+    VarintArray(usize),
+    /// An array whose items are a varint, then a length and that many bytes (Iceberg's
+    /// `map<int, binary>` bounds).
+    KeyBytesArray,
+    Array(Box<Skip>),
+    /// A map: each item a string key, then a value.
+    Map(Box<Skip>),
+}
+
+/// How many steps a compiled schema may have: a header whose named types nest each other
+/// (`a` of two `b`s, `b` of two `c`s, ...) would otherwise compile to exponentially many.
+const SKIP_BUDGET: usize = 1 << 16;
+
+impl Skip {
+    /// Nothing to step over (a `null`).
+    pub(crate) const NOTHING: Skip = Skip::Fixed(0);
+
+    /// `s`, compiled; an error when it is too large to compile.
+    pub(crate) fn of(s: &Schema) -> R<Skip> {
+        let mut budget = SKIP_BUDGET;
+        Self::compile(s, &mut budget)
+    }
+
+    fn compile(s: &Schema, budget: &mut usize) -> R<Skip> {
+        let mut seq = Vec::new();
+        push(s, &mut seq, budget)?;
+        Ok(Self::from_seq(seq))
+    }
+
+    fn from_seq(mut seq: Vec<Skip>) -> Skip {
+        match seq.len() {
+            0 => Skip::NOTHING,
+            1 => seq.pop().unwrap_or(Skip::NOTHING),
+            _ => Skip::Seq(seq.into()),
+        }
+    }
+
+    /// `self` then `next`, runs merged.
+    pub(crate) fn then(self, next: Skip) -> Skip {
+        let mut seq = match self {
+            Skip::Seq(s) => s.into_vec(),
+            Skip::Fixed(0) => Vec::new(),
+            other => vec![other],
+        };
+        match next {
+            Skip::Seq(s) => {
+                for step in s.into_vec() {
+                    append(&mut seq, step);
+                }
+            }
+            other => append(&mut seq, other),
+        }
+        Self::from_seq(seq)
+    }
+}
+
+/// Append `step` to `seq`, merging it into a run of its kind.
+fn append(seq: &mut Vec<Skip>, step: Skip) {
+    match (seq.last_mut(), step) {
+        (_, Skip::Fixed(0)) => {}
+        (Some(Skip::Varints(n)), Skip::Varints(m)) | (Some(Skip::Fixed(n)), Skip::Fixed(m)) => {
+            *n += m;
+        }
+        (_, step) => seq.push(step),
+    }
+}
+
+fn push(s: &Schema, seq: &mut Vec<Skip>, budget: &mut usize) -> R<()> {
+    *budget = budget
+        .checked_sub(1)
+        .ok_or("a schema too large to compile")?;
+    let step = match s {
+        Schema::Null => return Ok(()),
+        Schema::Boolean => Skip::Fixed(1),
+        Schema::Int | Schema::Long | Schema::Enum => Skip::Varints(1),
+        Schema::Float => Skip::Fixed(4),
+        Schema::Double => Skip::Fixed(8),
+        Schema::Bytes | Schema::String => Skip::Bytes,
+        Schema::Fixed(n) => Skip::Fixed(*n),
+        Schema::Record(fields) => {
+            for f in fields.iter() {
+                push(&f.schema, seq, budget)?;
+            }
+            return Ok(());
+        }
+        Schema::Union(branches) => Skip::Union(
+            branches
+                .iter()
+                .map(|b| Skip::compile(b, budget))
+                .collect::<R<_>>()?,
+        ),
+        Schema::Array(item) => match Skip::compile(item, budget)? {
+            Skip::Varints(k) => Skip::VarintArray(k),
+            // Items of nothing: a block's count says nothing about where it ends.
+            Skip::NOTHING => Skip::VarintArray(0),
+            Skip::Seq(items) if *items == [Skip::Varints(1), Skip::Bytes] => Skip::KeyBytesArray,
+            other => Skip::Array(Box::new(other)),
+        },
+        Schema::Map(value) => Skip::Map(Box::new(Skip::compile(value, budget)?)),
+    };
+    append(seq, step);
+    Ok(())
+}
+
+impl Cursor<'_> {
+    /// Step over one value compiled into `s`.
+    pub(crate) fn pass(&mut self, s: &Skip) -> R<()> {
+        match s {
+            Skip::Seq(steps) => {
+                for step in steps {
+                    self.pass_one(step)?;
+                }
+                Ok(())
+            }
+            other => self.pass_one(other),
+        }
+    }
+
+    /// One step of a compiled skip: the leaves inline (most of a record's steps), the rest
+    /// through [`Self::pass`].
+    #[inline]
+    fn pass_one(&mut self, s: &Skip) -> R<()> {
+        match s {
+            Skip::Varints(1) => self.skip_varint()?,
+            Skip::Varints(n) => self.skip_varints(*n)?,
+            Skip::Fixed(n) => {
+                self.take(*n)?;
+            }
+            Skip::Bytes => {
+                self.bytes()?;
+            }
+            Skip::Seq(steps) => {
+                for step in steps {
+                    self.pass(step)?;
+                }
+            }
+            Skip::Union(branches) => {
+                let i = usize::try_from(self.long()?).map_err(|_| "negative union branch")?;
+                self.pass(branches.get(i).ok_or("union branch out of range")?)?;
+            }
+            Skip::VarintArray(k) => loop {
+                let count = self.long()?;
+                if count == 0 {
+                    break;
+                }
+                if count < 0 {
+                    let size = self.len()?;
+                    self.take(size)?;
+                } else {
+                    let n = usize::try_from(count)
+                        .ok()
+                        .and_then(|c| c.checked_mul(*k))
+                        .ok_or("a block with an impossible count")?;
+                    self.skip_varints(n)?;
+                }
+            },
+            Skip::KeyBytesArray => self.skip_blocks(|c| {
+                c.skip_varint()?;
+                c.bytes().map(drop)
+            })?,
+            Skip::Array(item) => self.skip_blocks(|c| c.pass(item))?,
+            Skip::Map(value) => self.skip_blocks(|c| {
+                c.bytes()?;
+                c.pass(value)
+            })?,
+        }
+        Ok(())
+    }
+
+    /// Step over `n` varints, eight bytes at a time: a varint ends at each byte whose high bit
+    /// is clear, so the varints a word ends are the clear high bits in it. What [`Self::long`]
+    /// refuses (a varint of more than 10 bytes, or cut short) is refused here too.
+    fn skip_varints(&mut self, mut n: usize) -> R<()> {
+        const HIGH: u64 = 0x8080_8080_8080_8080;
+        let buf = self.buf;
+        let mut i = self.pos;
+        // Continuation bytes since the last varint ended.
+        let mut run = 0usize;
+        while n >= 8 {
+            let Some(word) = buf.get(i..i + 8) else { break };
+            let mut w = [0u8; 8];
+            w.copy_from_slice(word);
+            let ends = !u64::from_le_bytes(w) & HIGH;
+            let count = ends.count_ones() as usize;
+            if count == 0 {
+                run += 8;
+                if run >= 10 {
+                    return Err("varint too long".into());
+                }
+            } else {
+                // The bytes before the first end continue the running varint; the bytes after
+                // the last end begin the next.
+                if run + (ends.trailing_zeros() as usize) / 8 >= 10 {
+                    return Err("varint too long".into());
+                }
+                run = (ends.leading_zeros() as usize) / 8;
+            }
+            // At most 7 of the 8 may end a varint where fewer than 8 are wanted; 8 at most.
+            n -= count;
+            i += 8;
+        }
+        while n > 0 {
+            let b = *buf.get(i).ok_or("truncated varint")?;
+            i += 1;
+            if b & 0x80 == 0 {
+                n -= 1;
+                run = 0;
+            } else {
+                run += 1;
+                if run >= 10 {
+                    return Err("varint too long".into());
+                }
+            }
+        }
+        self.pos = i;
+        Ok(())
+    }
+}
+
+/// One step of a record's plan (see [`plan`]).
+pub(crate) enum Step<T> {
+    /// Read the field at this index of the record, in this role.
+    Take(T, usize),
+    /// Step over fields the caller does not read.
+    Pass(Skip),
+}
+
+/// Plan the reading of a record of `fields` once per file: `role` names the fields the caller
+/// reads (or refuses the schema), and each run of the others is compiled into one [`Skip`].
+pub(crate) fn plan<T>(
+    fields: &[Field],
+    mut role: impl FnMut(&Field) -> R<Option<T>>,
+) -> R<Vec<Step<T>>> {
+    let mut steps = Vec::new();
+    let mut pass: Option<Skip> = None;
+    for (i, f) in fields.iter().enumerate() {
+        if let Some(t) = role(f)? {
+            if let Some(p) = pass.take() {
+                steps.push(Step::Pass(p));
+            }
+            steps.push(Step::Take(t, i));
+        } else {
+            let s = Skip::of(&f.schema)?;
+            pass = Some(match pass.take() {
+                Some(p) => p.then(s),
+                None => s,
+            });
+        }
+    }
+    if let Some(p) = pass {
+        steps.push(Step::Pass(p));
+    }
+    Ok(steps)
+}
+
 /// A field value reachability reads.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub(crate) enum Leaf<'a> {
@@ -447,26 +739,45 @@ pub(crate) fn open(bytes: &[u8]) -> R<Container<'_>> {
     })
 }
 
-/// A raw deflate stream, inflated into a buffer that grows as it fills (and is never zeroed
-/// first). Bytes after the end of the stream are ignored, as a reader of the stream would.
+/// A raw deflate stream, inflated whole (libdeflate: a block is inflated in one call, into a
+/// buffer kept per thread and grown until the block fits, then copied out at its size). Bytes
+/// after the end of the stream are ignored, as a reader of the stream would.
 fn inflate(data: &[u8]) -> R<Vec<u8>> {
-    let mut out = Vec::with_capacity(data.len().saturating_mul(4).max(1024));
-    let mut d = flate2::Decompress::new(false);
-    loop {
-        let (consumed, produced) = (d.total_in() as usize, out.len());
-        let input = data.get(consumed..).unwrap_or_default();
-        let status = d
-            .decompress_vec(input, &mut out, flate2::FlushDecompress::Finish)
-            .map_err(|e| format!("deflate: {e}"))?;
-        if status == flate2::Status::StreamEnd {
-            return Ok(out);
-        }
-        if out.len() == out.capacity() {
-            out.reserve(out.capacity());
-        } else if d.total_in() as usize == consumed && out.len() == produced {
-            return Err("deflate: the stream ends early".into());
-        }
+    /// Deflate cannot expand more than this (258 bytes of output per code of 2 bits).
+    const MAX_RATIO: usize = 1032;
+    thread_local! {
+        static SCRATCH: std::cell::RefCell<(libdeflater::Decompressor, Vec<u8>)> =
+            std::cell::RefCell::new((libdeflater::Decompressor::new(), Vec::new()));
     }
+    SCRATCH.with(|cell| {
+        let mut guard = cell.borrow_mut();
+        let (d, buf) = &mut *guard;
+        let limit = data.len().saturating_mul(MAX_RATIO).max(1024);
+        // Manifest blocks inflate to 3-4x; the buffer is only zeroed when it grows.
+        let mut want = data.len().saturating_mul(6).max(64 << 10).min(limit);
+        let out = loop {
+            if buf.len() < want {
+                buf.resize(want, 0);
+            }
+            match d.deflate_decompress(data, buf) {
+                Ok(n) => break Ok(buf[..n].to_vec()),
+                Err(libdeflater::DecompressionError::InsufficientSpace) if buf.len() < limit => {
+                    want = buf.len().saturating_mul(2).min(limit);
+                }
+                Err(libdeflater::DecompressionError::InsufficientSpace) => {
+                    break Err("deflate: a block that inflates beyond what deflate can".into());
+                }
+                Err(libdeflater::DecompressionError::BadData) => {
+                    break Err("deflate: corrupt data".into());
+                }
+            }
+        };
+        // A thread does not keep an odd file's huge block.
+        if buf.len() > 16 << 20 {
+            *buf = Vec::new();
+        }
+        out
+    })
 }
 
 /// Whether `f` is the field with this id and one of these names. A field that has the id
@@ -480,5 +791,117 @@ pub(crate) fn is(f: &Field, id: i64, names: &[&str]) -> R<bool> {
             f.name
         )),
         _ => Ok(by_name),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn schema() -> impl Strategy<Value = Schema> {
+        let leaf = prop_oneof![
+            Just(Schema::Null),
+            Just(Schema::Boolean),
+            Just(Schema::Int),
+            Just(Schema::Long),
+            Just(Schema::Float),
+            Just(Schema::Double),
+            Just(Schema::Bytes),
+            Just(Schema::String),
+            (0usize..5).prop_map(Schema::Fixed),
+            Just(Schema::Enum),
+        ];
+        leaf.prop_recursive(3, 24, 4, |inner| {
+            prop_oneof![
+                inner.clone().prop_map(|s| Schema::Array(Arc::new(s))),
+                inner.clone().prop_map(|s| Schema::Map(Arc::new(s))),
+                prop::collection::vec(inner.clone(), 1..4).prop_map(|b| Schema::Union(Arc::new(b))),
+                prop::collection::vec(inner, 0..5).prop_map(|fs| {
+                    Schema::Record(Arc::new(
+                        fs.into_iter()
+                            .enumerate()
+                            .map(|(i, schema)| Field {
+                                name: format!("f{i}"),
+                                id: None,
+                                schema,
+                            })
+                            .collect(),
+                    ))
+                }),
+            ]
+        })
+    }
+
+    /// Bytes that often make sense as Avro (small counts, lengths and branches), sometimes not.
+    fn data() -> impl Strategy<Value = Vec<u8>> {
+        prop::collection::vec(prop_oneof![4 => 0u8..6, 1 => any::<u8>()], 0..160)
+    }
+
+    proptest! {
+        /// A compiled skip stops where the schema walk stops, and fails where it fails.
+        #[test]
+        fn compiled_skip_agrees_with_the_schema_walk(s in schema(), bytes in data()) {
+            let compiled = Skip::of(&s).unwrap();
+            let (mut a, mut b) = (Cursor::new(&bytes), Cursor::new(&bytes));
+            let (walked, passed) = (a.skip(&s), b.pass(&compiled));
+            prop_assert_eq!(walked.is_ok(), passed.is_ok(), "{:?} / {:?}", s, compiled);
+            if walked.is_ok() {
+                prop_assert_eq!(a.pos, b.pos);
+            }
+        }
+    }
+
+    /// Runs of varints of every length (and one too long) at every offset within a word.
+    #[test]
+    fn varint_runs_agree_with_one_at_a_time() {
+        let encode = |len: usize| -> Vec<u8> {
+            let mut v = vec![0x80u8; len - 1];
+            v.push(0x01);
+            v
+        };
+        for lead in 0..8 {
+            for lens in [
+                vec![1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1],
+                vec![10, 1, 10, 2, 9, 3, 8, 1, 1],
+                vec![5, 5, 5, 5, 5, 5, 5, 5, 5],
+                vec![1, 2, 3, 11, 1, 1, 1, 1, 1],
+                vec![1, 1, 1, 1, 1, 1, 1, 1, 12],
+                vec![9, 9, 9, 9, 9, 9, 9, 9, 10],
+            ] {
+                let mut bytes = vec![0u8; lead];
+                for len in &lens {
+                    bytes.extend(encode(*len));
+                }
+                for cut in [bytes.len(), bytes.len() - 1] {
+                    let bytes = &bytes[..cut];
+                    let mut one = Cursor::new(bytes);
+                    one.pos = lead;
+                    let walked = (0..lens.len()).try_for_each(|_| one.skip(&Schema::Long));
+                    let mut run = Cursor::new(bytes);
+                    run.pos = lead;
+                    let passed = run.pass(&Skip::Varints(lens.len()));
+                    assert_eq!(walked, passed, "{lead} {lens:?} {cut}");
+                    if walked.is_ok() {
+                        assert_eq!(one.pos, run.pos);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Named types that nest each other compile within a budget, or not at all.
+    #[test]
+    fn a_schema_too_large_to_compile_is_refused() {
+        let mut s = Schema::Long;
+        for _ in 0..40 {
+            let field = |name: &str| Field {
+                name: name.into(),
+                id: None,
+                schema: s.clone(),
+            };
+            s = Schema::Record(Arc::new(vec![field("a"), field("b")]));
+        }
+        assert!(Skip::of(&s).is_err());
     }
 }

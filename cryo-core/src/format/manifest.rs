@@ -25,7 +25,7 @@ use iceberg::spec::{
     PrimitiveLiteral, PrimitiveType, Schema, Struct, StructType, Type,
 };
 
-use super::avro::{self, Cursor, Field, Leaf};
+use super::avro::{self, Cursor, Field, Leaf, Skip, Step};
 use crate::error::{Error, Result};
 use crate::io::ObjectStorage;
 
@@ -306,78 +306,165 @@ pub(crate) fn deleted_fast(
     })
 }
 
-/// What [`entries_fast`] does with each field of a manifest entry, planned once per file from
-/// its writer schema (not by name for every entry).
-enum EntryField {
+/// The fields of `manifest_entry` the fast readers ([`entries_fast`], [`super::summary`]) read.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(super) enum EntryField {
     Status,
     SnapshotId,
-    DataFile(Vec<FileField>),
-    Skip,
+    Sequence,
+    DataFile,
 }
 
-/// What [`entries_fast`] does with each field of `data_file`.
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum FileField {
-    Path,
+/// The fields of `data_file` the fast readers read.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(super) enum FileField {
     Content,
+    Path,
+    Format,
+    Partition,
     Records,
     Size,
-    Skip,
+    Lower,
+    Upper,
+    Referenced,
+    ContentSize,
 }
 
-fn entry_plan(fields: &[Field]) -> std::result::Result<Vec<EntryField>, String> {
-    let plan = fields
-        .iter()
-        .map(|f| {
-            Ok(if avro::is(f, 0, &["status"])? {
-                EntryField::Status
-            } else if avro::is(f, 1, &["snapshot_id"])? {
-                EntryField::SnapshotId
-            } else if avro::is(f, 2, &["data_file"])? {
-                let avro::Schema::Record(inner) = &f.schema else {
-                    return Err("data_file is not a record".to_string());
-                };
-                let inner = inner
-                    .iter()
-                    .map(|g| {
-                        Ok(if avro::is(g, 100, &["file_path"])? {
-                            FileField::Path
-                        } else if avro::is(g, 134, &["content"])? {
-                            FileField::Content
-                        } else if avro::is(g, 103, &["record_count"])? {
-                            FileField::Records
-                        } else if avro::is(g, 104, &["file_size_in_bytes"])? {
-                            FileField::Size
-                        } else {
-                            FileField::Skip
-                        })
-                    })
-                    .collect::<std::result::Result<Vec<_>, String>>()?;
-                for (needed, what) in [
-                    (FileField::Path, "a manifest entry without file_path"),
-                    (FileField::Records, "a manifest entry without record_count"),
-                    (
-                        FileField::Size,
-                        "a manifest entry without file_size_in_bytes",
-                    ),
-                ] {
-                    if !inner.contains(&needed) {
-                        return Err(what.to_string());
-                    }
-                }
-                EntryField::DataFile(inner)
-            } else {
-                EntryField::Skip
-            })
+impl FileField {
+    pub(super) const ALL: [FileField; 10] = [
+        FileField::Content,
+        FileField::Path,
+        FileField::Format,
+        FileField::Partition,
+        FileField::Records,
+        FileField::Size,
+        FileField::Lower,
+        FileField::Upper,
+        FileField::Referenced,
+        FileField::ContentSize,
+    ];
+
+    /// Whether every data file has it (v1 has no `content`; the rest are optional).
+    fn required(self) -> bool {
+        matches!(
+            self,
+            FileField::Path
+                | FileField::Format
+                | FileField::Partition
+                | FileField::Records
+                | FileField::Size
+        )
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            FileField::Content => "content",
+            FileField::Path => "file_path",
+            FileField::Format => "file_format",
+            FileField::Partition => "partition",
+            FileField::Records => "record_count",
+            FileField::Size => "file_size_in_bytes",
+            FileField::Lower => "lower_bounds",
+            FileField::Upper => "upper_bounds",
+            FileField::Referenced => "referenced_data_file",
+            FileField::ContentSize => "content_size_in_bytes",
+        }
+    }
+}
+
+/// Each field of `manifest_entry`, by id and name (see [`avro::is`]).
+fn entry_field(f: &Field) -> R<Option<EntryField>> {
+    Ok(Some(if avro::is(f, 0, &["status"])? {
+        EntryField::Status
+    } else if avro::is(f, 1, &["snapshot_id"])? {
+        EntryField::SnapshotId
+    } else if avro::is(f, 3, &["sequence_number"])? {
+        EntryField::Sequence
+    } else if avro::is(f, 2, &["data_file"])? {
+        EntryField::DataFile
+    } else {
+        // Other fields (file_sequence_number among them) are not read.
+        return Ok(None);
+    }))
+}
+
+/// Each field of `data_file`, by id and name.
+fn file_field(f: &Field) -> R<Option<FileField>> {
+    Ok(Some(if avro::is(f, 134, &["content"])? {
+        FileField::Content
+    } else if avro::is(f, 100, &["file_path"])? {
+        FileField::Path
+    } else if avro::is(f, 101, &["file_format"])? {
+        FileField::Format
+    } else if avro::is(f, 102, &["partition"])? {
+        if !matches!(f.schema, avro::Schema::Record(_)) {
+            return Err("partition is not a record".into());
+        }
+        FileField::Partition
+    } else if avro::is(f, 103, &["record_count"])? {
+        FileField::Records
+    } else if avro::is(f, 104, &["file_size_in_bytes"])? {
+        FileField::Size
+    } else if avro::is(f, 125, &["lower_bounds"])? {
+        FileField::Lower
+    } else if avro::is(f, 128, &["upper_bounds"])? {
+        FileField::Upper
+    } else if avro::is(f, 143, &["referenced_data_file"])? {
+        FileField::Referenced
+    } else if avro::is(f, 145, &["content_size_in_bytes"])? {
+        FileField::ContentSize
+    } else {
+        return Ok(None);
+    }))
+}
+
+/// How the fast readers walk a manifest's entries, planned once per file from its writer
+/// schema: the fields a reader wants, and the rest compiled into skips.
+pub(super) struct EntryPlan {
+    pub(super) entry: Vec<Step<EntryField>>,
+    /// The fields of `data_file`.
+    pub(super) file: Vec<Step<FileField>>,
+    /// The whole `data_file`, for an entry whose status the reader does not want.
+    pub(super) skip_file: Skip,
+}
+
+impl EntryPlan {
+    /// The plan for a reader of the `data_file` fields `wanted` (the others are skipped).
+    pub(super) fn new(top: &[Field], wanted: &[FileField]) -> R<Self> {
+        let entry = avro::plan(top, entry_field)?;
+        let mut data_file = None;
+        let mut status = false;
+        for step in &entry {
+            match step {
+                Step::Take(EntryField::Status, _) => status = true,
+                Step::Take(EntryField::DataFile, i) => data_file = Some(&top[*i]),
+                _ => {}
+            }
+        }
+        if !status {
+            return Err("a manifest entry without status".into());
+        }
+        let data_file = data_file.ok_or("a manifest entry without data_file")?;
+        let avro::Schema::Record(inner) = &data_file.schema else {
+            return Err("data_file is not a record".into());
+        };
+        let file = avro::plan(inner, |f| {
+            Ok(file_field(f)?.filter(|role| wanted.contains(role)))
+        })?;
+        for role in wanted.iter().filter(|r| r.required()) {
+            if !file
+                .iter()
+                .any(|s| matches!(s, Step::Take(r, _) if r == role))
+            {
+                return Err(format!("a manifest entry without {}", role.name()));
+            }
+        }
+        Ok(Self {
+            entry,
+            file,
+            skip_file: Skip::of(&data_file.schema)?,
         })
-        .collect::<std::result::Result<Vec<_>, String>>()?;
-    if !plan.iter().any(|f| matches!(f, EntryField::Status)) {
-        return Err("a manifest entry without status".into());
     }
-    if !plan.iter().any(|f| matches!(f, EntryField::DataFile(_))) {
-        return Err("a manifest entry without data_file".into());
-    }
-    Ok(plan)
 }
 
 /// The entries `want` keeps (by status), with the fast reader; visits nothing unless the whole
@@ -389,17 +476,31 @@ fn entries_fast(
     visit: &mut impl FnMut(EntryRef<'_>),
 ) -> std::result::Result<(), String> {
     let container = avro::open(bytes)?;
+    let avro::Schema::Record(top) = &container.schema else {
+        return Err("the file's schema is not a record".into());
+    };
+    let plan = EntryPlan::new(
+        top,
+        &[
+            FileField::Path,
+            FileField::Content,
+            FileField::Records,
+            FileField::Size,
+        ],
+    )?;
     let mut entries: Vec<EntryRef<'_>> = Vec::new();
-    let mut plan: Option<Vec<EntryField>> = None;
     container.for_each(|cur, fields| {
-        let plan = match &plan {
-            Some(p) => p,
-            None => plan.insert(entry_plan(fields)?),
-        };
         let (mut status, mut snapshot_id) = (None, None);
         let (mut file, mut content, mut records, mut size) = (None, 0, None, None);
         let mut skipped = false;
-        for (f, role) in fields.iter().zip(plan) {
+        for step in &plan.entry {
+            let (role, f) = match step {
+                Step::Pass(skip) => {
+                    cur.pass(skip)?;
+                    continue;
+                }
+                Step::Take(role, i) => (role, &fields[*i]),
+            };
             match role {
                 EntryField::Status => {
                     status = Some(match cur.leaf(&f.schema)?.long() {
@@ -412,28 +513,36 @@ fn entries_fast(
                     });
                 }
                 EntryField::SnapshotId => snapshot_id = cur.leaf(&f.schema)?.long(),
-                EntryField::DataFile(inner) => {
+                EntryField::Sequence => {
+                    cur.leaf(&f.schema)?;
+                }
+                EntryField::DataFile => {
                     if status.is_some_and(|s| !want(s)) {
-                        cur.skip(&f.schema)?;
+                        cur.pass(&plan.skip_file)?;
                         skipped = true;
                         continue;
                     }
-                    let avro::Schema::Record(inner_fields) = &f.schema else {
+                    let avro::Schema::Record(inner) = &f.schema else {
                         return Err("data_file is not a record".into());
                     };
-                    for (g, role) in inner_fields.iter().zip(inner) {
-                        match role {
-                            FileField::Path => file = Some(cur.leaf(&g.schema)?.str()?),
-                            FileField::Content => {
-                                content = cur.leaf(&g.schema)?.long().unwrap_or(0);
+                    for step in &plan.file {
+                        let (role, g) = match step {
+                            Step::Pass(skip) => {
+                                cur.pass(skip)?;
+                                continue;
                             }
-                            FileField::Records => records = cur.leaf(&g.schema)?.long(),
-                            FileField::Size => size = cur.leaf(&g.schema)?.long(),
-                            FileField::Skip => cur.skip(&g.schema)?,
+                            Step::Take(role, j) => (role, &inner[*j]),
+                        };
+                        let leaf = cur.leaf(&g.schema)?;
+                        match role {
+                            FileField::Path => file = Some(leaf.str()?),
+                            FileField::Content => content = leaf.long().unwrap_or(0),
+                            FileField::Records => records = leaf.long(),
+                            FileField::Size => size = leaf.long(),
+                            other => return Err(format!("{} is not planned here", other.name())),
                         }
                     }
                 }
-                EntryField::Skip => cur.skip(&f.schema)?,
             }
         }
         let status = status.ok_or("a manifest entry without status")?;

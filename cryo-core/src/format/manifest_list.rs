@@ -104,40 +104,79 @@ pub(crate) async fn read_paths(
     }
 }
 
+/// The fields of a manifest-list entry [`parse_paths_fast`] reads.
+#[derive(Clone, Copy)]
+enum ListField {
+    Path,
+    Length,
+    Content,
+    AddedSnapshot,
+    Added,
+    Existing,
+    Deleted,
+    KeyMetadata,
+}
+
+/// Each field of a manifest-list entry, by id and name (see [`avro::is`]).
+fn list_field(f: &avro::Field) -> std::result::Result<Option<ListField>, String> {
+    Ok(Some(if avro::is(f, 500, &["manifest_path"])? {
+        ListField::Path
+    } else if avro::is(f, 501, &["manifest_length"])? {
+        ListField::Length
+    } else if avro::is(f, 517, &["content"])? {
+        ListField::Content
+    } else if avro::is(f, 503, &["added_snapshot_id"])? {
+        ListField::AddedSnapshot
+    } else if avro::is(f, 504, &["added_files_count", "added_data_files_count"])? {
+        ListField::Added
+    } else if avro::is(
+        f,
+        505,
+        &["existing_files_count", "existing_data_files_count"],
+    )? {
+        ListField::Existing
+    } else if avro::is(f, 506, &["deleted_files_count", "deleted_data_files_count"])? {
+        ListField::Deleted
+    } else if avro::is(f, 519, &["key_metadata"])? {
+        ListField::KeyMetadata
+    } else {
+        return Ok(None);
+    }))
+}
+
 pub(crate) fn parse_paths_fast(bytes: &[u8]) -> std::result::Result<ListedPaths, String> {
     let container = avro::open(bytes)?;
+    let avro::Schema::Record(fields) = &container.schema else {
+        return Err("the file's schema is not a record".into());
+    };
+    // The fields are planned once per file, not matched by name in every entry.
+    let plan = avro::plan(fields, list_field)?;
     let mut arena = String::with_capacity(bytes.len() / 2);
     let mut manifests = Vec::new();
     container.for_each(|cur, fields| {
         let (mut path, mut length, mut content) = (None, None, 0);
         let (mut added_snapshot_id, mut counts) = (None, EntryCounts::default());
         let mut encrypted = false;
-        cur.record(fields, |f, cur| {
-            if avro::is(f, 500, &["manifest_path"])? {
-                path = Some(cur.leaf(&f.schema)?.str()?);
-            } else if avro::is(f, 501, &["manifest_length"])? {
-                length = cur.leaf(&f.schema)?.long();
-            } else if avro::is(f, 517, &["content"])? {
-                content = cur.leaf(&f.schema)?.long().unwrap_or(0);
-            } else if avro::is(f, 503, &["added_snapshot_id"])? {
-                added_snapshot_id = cur.leaf(&f.schema)?.long();
-            } else if avro::is(f, 504, &["added_files_count", "added_data_files_count"])? {
-                counts.added = cur.leaf(&f.schema)?.long();
-            } else if avro::is(
-                f,
-                505,
-                &["existing_files_count", "existing_data_files_count"],
-            )? {
-                counts.existing = cur.leaf(&f.schema)?.long();
-            } else if avro::is(f, 506, &["deleted_files_count", "deleted_data_files_count"])? {
-                counts.deleted = cur.leaf(&f.schema)?.long();
-            } else if avro::is(f, 519, &["key_metadata"])? {
-                encrypted = cur.leaf(&f.schema)? != avro::Leaf::Null;
-            } else {
-                return Ok(false);
+        for step in &plan {
+            let (role, schema) = match step {
+                avro::Step::Pass(skip) => {
+                    cur.pass(skip)?;
+                    continue;
+                }
+                avro::Step::Take(role, i) => (role, &fields[*i].schema),
+            };
+            let leaf = cur.leaf(schema)?;
+            match role {
+                ListField::Path => path = Some(leaf.str()?),
+                ListField::Length => length = leaf.long(),
+                ListField::Content => content = leaf.long().unwrap_or(0),
+                ListField::AddedSnapshot => added_snapshot_id = leaf.long(),
+                ListField::Added => counts.added = leaf.long(),
+                ListField::Existing => counts.existing = leaf.long(),
+                ListField::Deleted => counts.deleted = leaf.long(),
+                ListField::KeyMetadata => encrypted = leaf != avro::Leaf::Null,
             }
-            Ok(true)
-        })?;
+        }
         let path = path.ok_or("a manifest list entry without manifest_path")?;
         let length = length.ok_or("a manifest list entry without manifest_length")?;
         let start = arena.len();

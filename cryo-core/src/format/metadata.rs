@@ -1,10 +1,13 @@
 //! `metadata.json`: read with typed errors (missing, corrupt, compressed, unknown versions,
 //! timestamps that are no instants, format-v3 features Cryo does not support).
 
+use std::collections::BTreeMap;
 use std::io::Read;
 use std::sync::Arc;
 
-use iceberg::spec::{TableMetadata, TableMetadataRef};
+use iceberg::spec::{
+    MAIN_BRANCH, SnapshotReference, SnapshotRetention, TableMetadata, TableMetadataRef,
+};
 
 use crate::error::{Error, Result};
 use crate::io::ObjectStorage;
@@ -181,9 +184,242 @@ fn check_timestamps(table: &str, location: &str, value: &serde_json::Value) -> R
     Ok(())
 }
 
+/// A table's refs (every branch and tag), as its `metadata.json` has them, and `main` for v1
+/// metadata that gives only `current-snapshot-id`. Upstream keeps the map private; its JSON form
+/// is read here without building the rest (a history of thousands of snapshots would be turned
+/// into JSON values, only to be dropped).
+pub(crate) fn refs(
+    md: &TableMetadata,
+) -> std::result::Result<BTreeMap<String, SnapshotReference>, String> {
+    let json = serde::Serialize::serialize(md, refs_only::Top).map_err(|e| e.0)?;
+    let mut refs: BTreeMap<String, SnapshotReference> = match json {
+        Some(v) if !v.is_null() => {
+            serde_json::from_value(v).map_err(|e| format!("invalid refs: {e}"))?
+        }
+        _ => BTreeMap::new(),
+    };
+    if !refs.contains_key(MAIN_BRANCH)
+        && let Some(id) = md.current_snapshot_id()
+    {
+        refs.insert(
+            MAIN_BRANCH.to_string(),
+            SnapshotReference::new(id, SnapshotRetention::branch(None, None, None)),
+        );
+    }
+    Ok(refs)
+}
+
+/// A serializer of `TableMetadata` that keeps its `refs` entry and steps over the others
+/// without serializing them.
+mod refs_only {
+    use serde::Serialize;
+    use serde::ser::{self, Impossible};
+
+    #[derive(Debug)]
+    pub(super) struct Failed(pub(super) String);
+
+    impl std::fmt::Display for Failed {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str(&self.0)
+        }
+    }
+
+    impl std::error::Error for Failed {}
+
+    impl ser::Error for Failed {
+        fn custom<T: std::fmt::Display>(msg: T) -> Self {
+            Failed(msg.to_string())
+        }
+    }
+
+    type Refs = Option<serde_json::Value>;
+
+    /// The metadata itself: a map (its version's fields flattened) or a struct.
+    pub(super) struct Top;
+
+    /// The entries seen so far: whether the last key was `refs`, and what it held.
+    #[derive(Default)]
+    pub(super) struct Entries {
+        at_refs: bool,
+        refs: Refs,
+    }
+
+    fn capture<T: Serialize + ?Sized>(value: &T) -> Result<Refs, Failed> {
+        serde_json::to_value(value)
+            .map(Some)
+            .map_err(|e| Failed(format!("refs: {e}")))
+    }
+
+    impl ser::SerializeMap for Entries {
+        type Ok = Refs;
+        type Error = Failed;
+        fn serialize_key<T: Serialize + ?Sized>(&mut self, key: &T) -> Result<(), Failed> {
+            self.at_refs = serde_json::to_value(key).is_ok_and(|k| k == "refs");
+            Ok(())
+        }
+        fn serialize_value<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<(), Failed> {
+            if self.at_refs {
+                self.refs = capture(value)?;
+            }
+            Ok(())
+        }
+        fn end(self) -> Result<Refs, Failed> {
+            Ok(self.refs)
+        }
+    }
+
+    impl ser::SerializeStruct for Entries {
+        type Ok = Refs;
+        type Error = Failed;
+        fn serialize_field<T: Serialize + ?Sized>(
+            &mut self,
+            key: &'static str,
+            value: &T,
+        ) -> Result<(), Failed> {
+            if key == "refs" {
+                self.refs = capture(value)?;
+            }
+            Ok(())
+        }
+        fn end(self) -> Result<Refs, Failed> {
+            Ok(self.refs)
+        }
+    }
+
+    fn not_metadata<T>() -> Result<T, Failed> {
+        Err(Failed("table metadata that is not a map".into()))
+    }
+
+    macro_rules! refuse {
+        ($($name:ident($($arg:ty),*)),* $(,)?) => {
+            $(fn $name(self, $(_: $arg),*) -> Result<Refs, Failed> { not_metadata() })*
+        };
+    }
+
+    impl ser::Serializer for Top {
+        type Ok = Refs;
+        type Error = Failed;
+        type SerializeSeq = Impossible<Refs, Failed>;
+        type SerializeTuple = Impossible<Refs, Failed>;
+        type SerializeTupleStruct = Impossible<Refs, Failed>;
+        type SerializeTupleVariant = Impossible<Refs, Failed>;
+        type SerializeMap = Entries;
+        type SerializeStruct = Entries;
+        type SerializeStructVariant = Impossible<Refs, Failed>;
+
+        refuse!(
+            serialize_bool(bool),
+            serialize_i8(i8),
+            serialize_i16(i16),
+            serialize_i32(i32),
+            serialize_i64(i64),
+            serialize_u8(u8),
+            serialize_u16(u16),
+            serialize_u32(u32),
+            serialize_u64(u64),
+            serialize_f32(f32),
+            serialize_f64(f64),
+            serialize_char(char),
+            serialize_str(&str),
+            serialize_bytes(&[u8]),
+            serialize_none(),
+            serialize_unit(),
+            serialize_unit_struct(&'static str),
+            serialize_unit_variant(&'static str, u32, &'static str),
+        );
+
+        fn serialize_some<T: Serialize + ?Sized>(self, value: &T) -> Result<Refs, Failed> {
+            value.serialize(self)
+        }
+        fn serialize_newtype_struct<T: Serialize + ?Sized>(
+            self,
+            _: &'static str,
+            value: &T,
+        ) -> Result<Refs, Failed> {
+            value.serialize(self)
+        }
+        fn serialize_newtype_variant<T: Serialize + ?Sized>(
+            self,
+            _: &'static str,
+            _: u32,
+            _: &'static str,
+            value: &T,
+        ) -> Result<Refs, Failed> {
+            value.serialize(self)
+        }
+        fn serialize_seq(self, _: Option<usize>) -> Result<Self::SerializeSeq, Failed> {
+            not_metadata()
+        }
+        fn serialize_tuple(self, _: usize) -> Result<Self::SerializeTuple, Failed> {
+            not_metadata()
+        }
+        fn serialize_tuple_struct(
+            self,
+            _: &'static str,
+            _: usize,
+        ) -> Result<Self::SerializeTupleStruct, Failed> {
+            not_metadata()
+        }
+        fn serialize_tuple_variant(
+            self,
+            _: &'static str,
+            _: u32,
+            _: &'static str,
+            _: usize,
+        ) -> Result<Self::SerializeTupleVariant, Failed> {
+            not_metadata()
+        }
+        fn serialize_map(self, _: Option<usize>) -> Result<Entries, Failed> {
+            Ok(Entries::default())
+        }
+        fn serialize_struct(self, _: &'static str, _: usize) -> Result<Entries, Failed> {
+            Ok(Entries::default())
+        }
+        fn serialize_struct_variant(
+            self,
+            _: &'static str,
+            _: u32,
+            _: &'static str,
+            _: usize,
+        ) -> Result<Self::SerializeStructVariant, Failed> {
+            not_metadata()
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The refs read without serializing the metadata are the refs its JSON has.
+    #[test]
+    fn refs_are_those_of_the_json() {
+        let corpus = concat!(env!("CARGO_MANIFEST_DIR"), "/../fuzz/corpus/table_metadata");
+        let mut read = 0;
+        for entry in std::fs::read_dir(corpus).unwrap() {
+            let path = entry.unwrap().path();
+            let Ok(md) = parse_table_metadata("t", "m", &std::fs::read(&path).unwrap()) else {
+                continue;
+            };
+            read += 1;
+            let json = serde_json::to_value(&md).unwrap();
+            let mut expected: BTreeMap<String, SnapshotReference> = json
+                .get("refs")
+                .filter(|r| !r.is_null())
+                .map(|r| serde_json::from_value(r.clone()).unwrap())
+                .unwrap_or_default();
+            if let Some(id) = md.current_snapshot_id() {
+                expected.entry(MAIN_BRANCH.to_string()).or_insert_with(|| {
+                    SnapshotReference::new(id, SnapshotRetention::branch(None, None, None))
+                });
+            }
+            assert_eq!(refs(&md).unwrap(), expected, "{}", path.display());
+        }
+        assert!(
+            read >= 10,
+            "the corpus has metadata of every version: {read} read"
+        );
+    }
 
     #[test]
     fn typed_errors_for_bad_metadata() {

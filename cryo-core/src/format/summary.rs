@@ -21,8 +21,8 @@ use iceberg::spec::{
     DataContentType, DataFileFormat, Datum, ManifestFile, ManifestStatus, PrimitiveLiteral, Struct,
 };
 
-use super::avro::{self, Cursor, Field};
-use super::manifest::{self, Inheritance};
+use super::avro::{self, Cursor, Field, Step};
+use super::manifest::{self, EntryField, EntryPlan, FileField, Inheritance};
 use crate::error::{Error, Result};
 
 type R<T> = std::result::Result<T, String>;
@@ -142,90 +142,6 @@ pub(super) fn upstream(
     }
 }
 
-/// What to do with a field of `manifest_entry`.
-enum Top {
-    Status,
-    SnapshotId,
-    Sequence,
-    DataFile(Vec<Df>),
-    Skip,
-}
-
-/// What to do with a field of `data_file`.
-enum Df {
-    Content,
-    Path,
-    Format,
-    Partition,
-    Records,
-    Size,
-    Lower,
-    Upper,
-    Referenced,
-    ContentSize,
-    Skip,
-}
-
-fn plan(fields: &[Field]) -> R<Vec<Top>> {
-    fields
-        .iter()
-        .map(|f| {
-            Ok(if avro::is(f, 0, &["status"])? {
-                Top::Status
-            } else if avro::is(f, 1, &["snapshot_id"])? {
-                Top::SnapshotId
-            } else if avro::is(f, 3, &["sequence_number"])? {
-                Top::Sequence
-            } else if avro::is(f, 2, &["data_file"])? {
-                let avro::Schema::Record(inner) = &f.schema else {
-                    return Err("data_file is not a record".into());
-                };
-                Top::DataFile(data_file_plan(inner)?)
-            } else {
-                // Other fields (file_sequence_number among them) are not read.
-                Top::Skip
-            })
-        })
-        .collect()
-}
-
-fn data_file_plan(fields: &[Field]) -> R<Vec<Df>> {
-    fields
-        .iter()
-        .map(|f| {
-            Ok(if avro::is(f, 134, &["content"])? {
-                Df::Content
-            } else if avro::is(f, 100, &["file_path"])? {
-                Df::Path
-            } else if avro::is(f, 101, &["file_format"])? {
-                Df::Format
-            } else if avro::is(f, 102, &["partition"])? {
-                if !matches!(f.schema, avro::Schema::Record(_)) {
-                    return Err("partition is not a record".into());
-                }
-                Df::Partition
-            } else if avro::is(f, 103, &["record_count"])? {
-                Df::Records
-            } else if avro::is(f, 104, &["file_size_in_bytes"])? {
-                Df::Size
-            } else if avro::is(f, 125, &["lower_bounds"])? {
-                Df::Lower
-            } else if avro::is(f, 128, &["upper_bounds"])? {
-                Df::Upper
-            } else if avro::is(f, 143, &["referenced_data_file"])? {
-                Df::Referenced
-            } else if avro::is(f, 145, &["content_size_in_bytes"])? {
-                Df::ContentSize
-            } else if avro::is(f, 131, &["key_metadata"])? {
-                // Read to check: an encrypted data file is left to upstream's reader.
-                Df::Skip
-            } else {
-                Df::Skip
-            })
-        })
-        .collect()
-}
-
 /// One entry, its borrowed parts as indices into the per-file buffers.
 struct Row<'a> {
     status: ManifestStatus,
@@ -243,41 +159,76 @@ struct Row<'a> {
 }
 
 /// Which fields of the manifest's schema bounds may name: `true` for primitive ones (a bound of
-/// a nested field is an error, as upstream's reader makes it).
-struct SchemaIds(HashMap<i32, bool>);
+/// a nested field is an error, as upstream's reader makes it). Looked up for every bound of
+/// every entry, so by index where the ids are small (they are numbered from 1).
+struct SchemaIds {
+    /// By id: 0 not in the schema, 1 primitive, 2 nested.
+    dense: Vec<u8>,
+    sparse: HashMap<i32, bool>,
+}
+
+/// Ids below this are looked up by index.
+const DENSE_IDS: i32 = 1 << 16;
 
 impl SchemaIds {
     fn of(schema: &iceberg::spec::Schema) -> Self {
-        let mut out = HashMap::new();
+        let mut out = Self {
+            dense: Vec::new(),
+            sparse: HashMap::new(),
+        };
         let mut stack: Vec<&iceberg::spec::NestedFieldRef> =
             schema.as_struct().fields().iter().collect();
         while let Some(f) = stack.pop() {
-            match f.field_type.as_ref() {
-                iceberg::spec::Type::Primitive(_) => {
-                    out.insert(f.id, true);
-                }
+            let primitive = match f.field_type.as_ref() {
+                iceberg::spec::Type::Primitive(_) => true,
                 iceberg::spec::Type::Struct(s) => {
-                    out.insert(f.id, false);
                     stack.extend(s.fields().iter());
+                    false
                 }
                 iceberg::spec::Type::List(l) => {
-                    out.insert(f.id, false);
                     stack.push(&l.element_field);
+                    false
                 }
                 iceberg::spec::Type::Map(m) => {
-                    out.insert(f.id, false);
                     stack.push(&m.key_field);
                     stack.push(&m.value_field);
+                    false
                 }
+            };
+            out.insert(f.id, primitive);
+        }
+        out
+    }
+
+    fn insert(&mut self, id: i32, primitive: bool) {
+        match usize::try_from(id) {
+            Ok(i) if id < DENSE_IDS => {
+                if self.dense.len() <= i {
+                    self.dense.resize(i + 1, 0);
+                }
+                self.dense[i] = if primitive { 1 } else { 2 };
+            }
+            _ => {
+                self.sparse.insert(id, primitive);
             }
         }
-        Self(out)
+    }
+
+    fn get(&self, id: i32) -> Option<bool> {
+        match usize::try_from(id) {
+            Ok(i) if id < DENSE_IDS => match self.dense.get(i) {
+                Some(1) => Some(true),
+                Some(2) => Some(false),
+                _ => None,
+            },
+            _ => self.sparse.get(&id).copied(),
+        }
     }
 
     /// Whether a bound of field `id` is kept (upstream keeps those of the schema's primitive
     /// fields and of metadata columns; it drops the rest and fails on nested ones).
     fn keeps(&self, id: i32) -> R<bool> {
-        match self.0.get(&id) {
+        match self.get(id) {
             Some(true) => Ok(true),
             Some(false) => Err("a bound of a nested field".into()),
             None => Ok(iceberg::metadata_columns::get_metadata_field(id).is_ok()),
@@ -294,7 +245,7 @@ pub(super) fn fast(
     let avro::Schema::Record(top) = &container.schema else {
         return Err("the file's schema is not a record".into());
     };
-    let plan = plan(top)?;
+    let plan = EntryPlan::new(top, &FileField::ALL)?;
     let ids = SchemaIds::of(&metadata.schema);
     let part_schema = partition_schema(top);
 
@@ -306,20 +257,26 @@ pub(super) fn fast(
     container.for_each(|cur, fields| {
         let (mut status, mut snapshot_id, mut sequence_number) = (None, None, None);
         let mut file = None;
-        for (f, action) in fields.iter().zip(&plan) {
-            match action {
-                Top::Status => status = manifest::int(cur, &f.schema)?,
-                Top::SnapshotId => snapshot_id = manifest::long(cur.leaf(&f.schema)?)?,
-                Top::Sequence => sequence_number = manifest::long(cur.leaf(&f.schema)?)?,
-                Top::DataFile(df_plan) => {
+        for step in &plan.entry {
+            let (role, f) = match step {
+                Step::Pass(skip) => {
+                    cur.pass(skip)?;
+                    continue;
+                }
+                Step::Take(role, i) => (role, &fields[*i]),
+            };
+            match role {
+                EntryField::Status => status = manifest::int(cur, &f.schema)?,
+                EntryField::SnapshotId => snapshot_id = manifest::long(cur.leaf(&f.schema)?)?,
+                EntryField::Sequence => sequence_number = manifest::long(cur.leaf(&f.schema)?)?,
+                EntryField::DataFile => {
                     let avro::Schema::Record(inner) = &f.schema else {
                         return Err("data_file is not a record".into());
                     };
                     lower.clear();
                     upper.clear();
-                    file = Some(data_file(cur, inner, df_plan, &mut lower, &mut upper)?);
+                    file = Some(data_file(cur, inner, &plan.file, &mut lower, &mut upper)?);
                 }
-                Top::Skip => cur.raw(&f.schema).map(drop)?,
             }
         }
         let status = status.ok_or("an entry without status")?;
@@ -404,7 +361,7 @@ struct File<'a> {
 fn data_file<'a>(
     cur: &mut Cursor<'a>,
     fields: &[Field],
-    plan: &[Df],
+    plan: &[Step<FileField>],
     lower: &mut Vec<(i32, &'a [u8])>,
     upper: &mut Vec<(i32, &'a [u8])>,
 ) -> R<File<'a>> {
@@ -416,26 +373,31 @@ fn data_file<'a>(
     let (mut path, mut format, mut partition, mut records, mut size) =
         (None, None, None, None, None);
     let (mut referenced, mut content_size) = (None, None);
-    for (f, action) in fields.iter().zip(plan) {
-        let s = &f.schema;
-        match action {
-            Df::Content => {
+    for step in plan {
+        let (role, s) = match step {
+            Step::Pass(skip) => {
+                cur.pass(skip)?;
+                continue;
+            }
+            Step::Take(role, i) => (role, &fields[*i].schema),
+        };
+        match role {
+            FileField::Content => {
                 let c = manifest::int(cur, s)?.ok_or("a null content")?;
                 content = DataContentType::try_from(c).map_err(|e| e.to_string())?;
             }
-            Df::Path => path = manifest::string(cur.leaf(s)?)?,
-            Df::Format => {
+            FileField::Path => path = manifest::string(cur.leaf(s)?)?,
+            FileField::Format => {
                 let name = manifest::string(cur.leaf(s)?)?.ok_or("a null file_format")?;
                 format = Some(name.parse::<DataFileFormat>().map_err(|e| e.to_string())?);
             }
-            Df::Partition => partition = Some(cur.raw(s)?),
-            Df::Records => records = manifest::long(cur.leaf(s)?)?,
-            Df::Size => size = manifest::long(cur.leaf(s)?)?,
-            Df::Lower => bound_keys(cur, s, lower)?,
-            Df::Upper => bound_keys(cur, s, upper)?,
-            Df::Referenced => referenced = manifest::string(cur.leaf(s)?)?,
-            Df::ContentSize => content_size = manifest::long(cur.leaf(s)?)?,
-            Df::Skip => cur.raw(s).map(drop)?,
+            FileField::Partition => partition = Some(cur.raw(s)?),
+            FileField::Records => records = manifest::long(cur.leaf(s)?)?,
+            FileField::Size => size = manifest::long(cur.leaf(s)?)?,
+            FileField::Lower => bound_keys(cur, s, lower)?,
+            FileField::Upper => bound_keys(cur, s, upper)?,
+            FileField::Referenced => referenced = manifest::string(cur.leaf(s)?)?,
+            FileField::ContentSize => content_size = manifest::long(cur.leaf(s)?)?,
         }
     }
     Ok(File {
@@ -470,16 +432,30 @@ fn bound_keys<'a>(
         return Err("expected an array".into());
     };
     let fields = manifest::record_fields(item)?;
+    // The item's fields by position, found once per map rather than by name in every item.
+    let (mut key_at, mut value_at) = (None, None);
+    for (i, f) in fields.iter().enumerate() {
+        match f.name.as_str() {
+            "key" => key_at = Some(i),
+            "value" => value_at = Some(i),
+            _ => {}
+        }
+    }
+    let (key_at, value_at) = (
+        key_at.ok_or("a map item without key")?,
+        value_at.ok_or("a map item without value")?,
+    );
     cur.items(|c| {
         let (mut key, mut value) = (None, None);
-        c.record(fields, |f, c| {
-            match f.name.as_str() {
-                "key" => key = manifest::int(c, &f.schema)?,
-                "value" => value = manifest::bytes(c.leaf(&f.schema)?)?,
-                _ => return Ok(false),
+        for (i, f) in fields.iter().enumerate() {
+            if i == key_at {
+                key = manifest::int(c, &f.schema)?;
+            } else if i == value_at {
+                value = manifest::bytes(c.leaf(&f.schema)?)?;
+            } else {
+                c.skip(&f.schema)?;
             }
-            Ok(true)
-        })?;
+        }
         out.push((
             key.ok_or("a map item without key")?,
             value.ok_or("a null bound")?,

@@ -475,15 +475,12 @@ impl<'a> RemoveOrphanFiles<'a> {
         orphans: &[OrphanFile],
         outcome: &mut RemoveOrphanFilesOutcome,
     ) {
-        let storage = &table.storage;
-        let results: Vec<(&OrphanFile, Result<()>)> = futures::stream::iter(orphans)
-            .map(|f| async move { (f, storage.delete(&f.path).await) })
-            .buffer_unordered(self.options.concurrency)
-            // Boxed: without it rustc cannot prove this stream's borrows `Send` for every
-            // lifetime, and callers could not `tokio::spawn` the operation.
-            .boxed()
-            .collect()
+        let paths: Vec<String> = orphans.iter().map(|f| f.path.clone()).collect();
+        let results = table
+            .storage
+            .delete_all(&paths, self.options.concurrency)
             .await;
+        let results = orphans.iter().zip(results);
         for (f, r) in results {
             match r {
                 Ok(()) => {

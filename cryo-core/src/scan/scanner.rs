@@ -574,31 +574,10 @@ fn format_name(f: DataFileFormat) -> String {
 /// Branches and tags. `TableMetadata` has no public accessor for all refs, so they are read
 /// back from its (spec-conformant) serialized form.
 fn table_refs(md: &TableMetadata) -> Vec<(String, iceberg::spec::SnapshotReference)> {
-    let refs = serde_json::to_value(md)
-        .ok()
-        .and_then(|v| v.get("refs").cloned())
-        .and_then(|r| {
-            serde_json::from_value::<HashMap<String, iceberg::spec::SnapshotReference>>(r).ok()
-        })
-        .unwrap_or_default();
-    let mut refs: Vec<_> = refs.into_iter().collect();
-    if refs.is_empty() {
-        // v1 metadata may carry only `current-snapshot-id`: that is the main branch.
-        if let Some(main) = md.snapshot_for_ref(iceberg::spec::MAIN_BRANCH) {
-            refs.push((
-                iceberg::spec::MAIN_BRANCH.to_string(),
-                iceberg::spec::SnapshotReference {
-                    snapshot_id: main.snapshot_id(),
-                    retention: iceberg::spec::SnapshotRetention::Branch {
-                        min_snapshots_to_keep: None,
-                        max_snapshot_age_ms: None,
-                        max_ref_age_ms: None,
-                    },
-                },
-            ));
-        }
-    }
-    refs
+    crate::format::table_refs(md)
+        .unwrap_or_default()
+        .into_iter()
+        .collect()
 }
 
 /// Scan a loaded table.

@@ -9,7 +9,6 @@ use super::select::DELETE_AFTER_COMMIT;
 use super::select::prop_true;
 use crate::catalog::LoadedTable;
 use crate::io::ObjectStorage;
-use futures::StreamExt;
 use std::collections::HashMap;
 use std::collections::HashSet;
 
@@ -20,12 +19,9 @@ pub(super) async fn delete_files(
 ) -> (Vec<ExpiredFile>, Vec<DeleteFailure>) {
     let mut done = Vec::new();
     let mut failed = Vec::new();
-    let mut results = futures::stream::iter(files.into_iter().map(|f| async move {
-        let r = storage.delete(&f.path).await;
-        (f, r)
-    }))
-    .buffer_unordered(concurrency);
-    while let Some((f, r)) = results.next().await {
+    let paths: Vec<String> = files.iter().map(|f| f.path.clone()).collect();
+    let results = storage.delete_all(&paths, concurrency).await;
+    for (f, r) in files.into_iter().zip(results) {
         match r {
             Ok(()) => done.push(f),
             Err(e) => {

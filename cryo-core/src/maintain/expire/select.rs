@@ -208,22 +208,8 @@ impl History {
             .snapshots()
             .map(|s| (s.snapshot_id(), (s.parent_snapshot_id(), s.timestamp_ms())))
             .collect();
-        let json = serde_json::to_value(metadata)
-            .map_err(|e| Error::compute(format!("{table}: metadata to JSON"), e))?;
-        let mut refs: BTreeMap<String, SnapshotReference> = match json.get("refs") {
-            Some(r) if !r.is_null() => serde_json::from_value(r.clone())
-                .map_err(|e| Error::metadata(table, "<refs>", format!("invalid refs: {e}")))?,
-            _ => BTreeMap::new(),
-        };
-        if !refs.contains_key(MAIN_BRANCH)
-            && let Some(id) = metadata.current_snapshot_id()
-        {
-            // v1 metadata may carry only `current-snapshot-id`: that is the main branch.
-            refs.insert(
-                MAIN_BRANCH.to_string(),
-                SnapshotReference::new(id, SnapshotRetention::branch(None, None, None)),
-            );
-        }
+        let refs =
+            crate::format::table_refs(metadata).map_err(|e| Error::metadata(table, "<refs>", e))?;
         Ok(Self { snapshots, refs })
     }
 
