@@ -476,6 +476,19 @@ fn push(s: &Schema, seq: &mut Vec<Skip>, budget: &mut usize) -> R<()> {
 }
 
 impl Cursor<'_> {
+    /// One step of a record's plan (see [`plan`]): steps over what it skips, and gives the
+    /// role and field index of what it reads, the cursor left on that field.
+    #[inline]
+    pub(crate) fn step<'p, T>(&mut self, step: &'p Step<T>) -> R<Option<(&'p T, usize)>> {
+        match step {
+            Step::Pass(skip) => {
+                self.pass(skip)?;
+                Ok(None)
+            }
+            Step::Take(role, i) => Ok(Some((role, *i))),
+        }
+    }
+
     /// Step over one value compiled into `s`.
     pub(crate) fn pass(&mut self, s: &Skip) -> R<()> {
         match s {

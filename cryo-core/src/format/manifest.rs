@@ -429,9 +429,14 @@ pub(super) struct EntryPlan {
 }
 
 impl EntryPlan {
-    /// The plan for a reader of the `data_file` fields `wanted` (the others are skipped).
-    pub(super) fn new(top: &[Field], wanted: &[FileField]) -> R<Self> {
-        let entry = avro::plan(top, entry_field)?;
+    /// The plan for a reader of the entry fields `entry` (status and data file always) and the
+    /// `data_file` fields `wanted`; the others are skipped.
+    pub(super) fn new(top: &[Field], entry: &[EntryField], wanted: &[FileField]) -> R<Self> {
+        let entry = avro::plan(top, |f| {
+            Ok(entry_field(f)?.filter(|role| {
+                matches!(role, EntryField::Status | EntryField::DataFile) || entry.contains(role)
+            }))
+        })?;
         let mut data_file = None;
         let mut status = false;
         for step in &entry {
@@ -481,6 +486,7 @@ fn entries_fast(
     };
     let plan = EntryPlan::new(
         top,
+        &[EntryField::SnapshotId],
         &[
             FileField::Path,
             FileField::Content,
@@ -494,13 +500,10 @@ fn entries_fast(
         let (mut file, mut content, mut records, mut size) = (None, 0, None, None);
         let mut skipped = false;
         for step in &plan.entry {
-            let (role, f) = match step {
-                Step::Pass(skip) => {
-                    cur.pass(skip)?;
-                    continue;
-                }
-                Step::Take(role, i) => (role, &fields[*i]),
+            let Some((role, i)) = cur.step(step)? else {
+                continue;
             };
+            let f = &fields[i];
             match role {
                 EntryField::Status => {
                     status = Some(match cur.leaf(&f.schema)?.long() {
@@ -513,9 +516,7 @@ fn entries_fast(
                     });
                 }
                 EntryField::SnapshotId => snapshot_id = cur.leaf(&f.schema)?.long(),
-                EntryField::Sequence => {
-                    cur.leaf(&f.schema)?;
-                }
+                EntryField::Sequence => return Err("sequence_number is not planned here".into()),
                 EntryField::DataFile => {
                     if status.is_some_and(|s| !want(s)) {
                         cur.pass(&plan.skip_file)?;
@@ -526,14 +527,10 @@ fn entries_fast(
                         return Err("data_file is not a record".into());
                     };
                     for step in &plan.file {
-                        let (role, g) = match step {
-                            Step::Pass(skip) => {
-                                cur.pass(skip)?;
-                                continue;
-                            }
-                            Step::Take(role, j) => (role, &inner[*j]),
+                        let Some((role, j)) = cur.step(step)? else {
+                            continue;
                         };
-                        let leaf = cur.leaf(&g.schema)?;
+                        let leaf = cur.leaf(&inner[j].schema)?;
                         match role {
                             FileField::Path => file = Some(leaf.str()?),
                             FileField::Content => content = leaf.long().unwrap_or(0),

@@ -158,14 +158,10 @@ pub(crate) fn parse_paths_fast(bytes: &[u8]) -> std::result::Result<ListedPaths,
         let (mut added_snapshot_id, mut counts) = (None, EntryCounts::default());
         let mut encrypted = false;
         for step in &plan {
-            let (role, schema) = match step {
-                avro::Step::Pass(skip) => {
-                    cur.pass(skip)?;
-                    continue;
-                }
-                avro::Step::Take(role, i) => (role, &fields[*i].schema),
+            let Some((role, i)) = cur.step(step)? else {
+                continue;
             };
-            let leaf = cur.leaf(schema)?;
+            let leaf = cur.leaf(&fields[i].schema)?;
             match role {
                 ListField::Path => path = Some(leaf.str()?),
                 ListField::Length => length = leaf.long(),

@@ -245,7 +245,11 @@ pub(super) fn fast(
     let avro::Schema::Record(top) = &container.schema else {
         return Err("the file's schema is not a record".into());
     };
-    let plan = EntryPlan::new(top, &FileField::ALL)?;
+    let plan = EntryPlan::new(
+        top,
+        &[EntryField::SnapshotId, EntryField::Sequence],
+        &FileField::ALL,
+    )?;
     let ids = SchemaIds::of(&metadata.schema);
     let part_schema = partition_schema(top);
 
@@ -258,13 +262,10 @@ pub(super) fn fast(
         let (mut status, mut snapshot_id, mut sequence_number) = (None, None, None);
         let mut file = None;
         for step in &plan.entry {
-            let (role, f) = match step {
-                Step::Pass(skip) => {
-                    cur.pass(skip)?;
-                    continue;
-                }
-                Step::Take(role, i) => (role, &fields[*i]),
+            let Some((role, i)) = cur.step(step)? else {
+                continue;
             };
+            let f = &fields[i];
             match role {
                 EntryField::Status => status = manifest::int(cur, &f.schema)?,
                 EntryField::SnapshotId => snapshot_id = manifest::long(cur.leaf(&f.schema)?)?,
@@ -374,13 +375,10 @@ fn data_file<'a>(
         (None, None, None, None, None);
     let (mut referenced, mut content_size) = (None, None);
     for step in plan {
-        let (role, s) = match step {
-            Step::Pass(skip) => {
-                cur.pass(skip)?;
-                continue;
-            }
-            Step::Take(role, i) => (role, &fields[*i].schema),
+        let Some((role, i)) = cur.step(step)? else {
+            continue;
         };
+        let s = &fields[i].schema;
         match role {
             FileField::Content => {
                 let c = manifest::int(cur, s)?.ok_or("a null content")?;
