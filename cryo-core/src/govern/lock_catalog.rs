@@ -73,7 +73,8 @@ impl CatalogLocks {
 
     /// Who holds `key` now: the holder row written by the session holding the advisory lock.
     /// A holder that has the lock and has not written its row yet is waited for (briefly).
-    async fn holder_of(&self, key: i64) -> Result<LockHolder> {
+    /// `None`: nobody holds it any more (its holder released it, or died, meanwhile).
+    async fn holder_of(&self, key: i64) -> Result<Option<LockHolder>> {
         let bits = key as u64;
         let (classid, objid) = (i64::from((bits >> 32) as u32), i64::from(bits as u32));
         let mut row = None;
@@ -94,9 +95,21 @@ impl CatalogLocks {
             if row.is_some() {
                 break;
             }
+            let held: bool = sqlx::query_scalar(
+                "SELECT EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND granted
+                   AND classid::bigint = $1 AND objid::bigint = $2 AND objsubid = 1)",
+            )
+            .bind(classid)
+            .bind(objid)
+            .fetch_one(&self.pool)
+            .await
+            .map_err(|e| db_err(&self.catalog, "read the lock holder", &e))?;
+            if !held {
+                return Ok(None);
+            }
             tokio::time::sleep(std::time::Duration::from_millis(50)).await;
         }
-        Ok(match row {
+        Ok(Some(match row {
             Some(r) => LockHolder {
                 holder: r.try_get("holder").unwrap_or_default(),
                 host: r.try_get("host").unwrap_or_default(),
@@ -108,7 +121,7 @@ impl CatalogLocks {
                 since_ms: r.try_get("since_ms").unwrap_or(0),
             },
             None => LockHolder::unknown(),
-        })
+        }))
     }
 }
 
@@ -146,14 +159,25 @@ impl TableLocks for CatalogLocks {
             .await
             .map_err(|e| db_err(&self.catalog, "connect", &e))?
             .detach();
-        let taken: bool = sqlx::query_scalar("SELECT pg_try_advisory_lock($1)")
-            .bind(key)
-            .fetch_one(&mut conn)
-            .await
-            .map_err(|e| db_err(&self.catalog, "pg_try_advisory_lock", &e))?;
-        if !taken {
-            let _ = conn.close().await;
-            return Ok(Err(self.holder_of(key).await?));
+        // A lock freed while its holder was being read is tried again (a few times).
+        for attempt in 0..3 {
+            let taken: bool = sqlx::query_scalar("SELECT pg_try_advisory_lock($1)")
+                .bind(key)
+                .fetch_one(&mut conn)
+                .await
+                .map_err(|e| db_err(&self.catalog, "pg_try_advisory_lock", &e))?;
+            if taken {
+                break;
+            }
+            let holder = match self.holder_of(key).await? {
+                Some(h) => Some(h),
+                None if attempt == 2 => Some(LockHolder::unknown()),
+                None => None,
+            };
+            if let Some(h) = holder {
+                let _ = conn.close().await;
+                return Ok(Err(h));
+            }
         }
         let me = LockHolder::this_process(holder, now_ms);
         sqlx::query(
