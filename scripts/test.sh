@@ -94,7 +94,7 @@ step "python lint and spelling (ruff, typos)"
 
 step "services"
 bash scripts/services.sh start
-trap 'durations; for p in ${build_pid:-} ${fuzz_pid:-}; do kill "$p" 2>/dev/null || true; done; bash "$ROOT/scripts/services.sh" stop >/dev/null 2>&1 || true' EXIT
+trap 'durations; for p in ${build_pid:-} ${fuzz_pid:-} ${packages_pid:-}; do kill "$p" 2>/dev/null || true; done; bash "$ROOT/scripts/services.sh" stop >/dev/null 2>&1 || true' EXIT
 set -a
 # shellcheck disable=SC1091
 . "$CRYO_PEERS_DIR/run/services.env"
@@ -168,6 +168,50 @@ step "python package (cryo-py: debug build installed into the peers venv)"
 # tests/py/test_lineage_spark41.py (without it they refuse, `unsupported`).
 VIRTUAL_ENV=$PEERS_VENV "$PEERS_PYTHON" -m maturin develop -q -m cryo-py/Cargo.toml --features "$WS_FEATURES"
 
+# The packages on other interpreters (Airflow and Dagster's venv, a second CPython, Node) need no
+# Spark: they run in the background beside pytest, under `nice` so that the Spark lanes keep the
+# cores, and are waited for after it. Their output goes to target/packages-lane.log.
+packages_lane() {
+  set -e
+  renice -n 10 -p "$BASHPID" >/dev/null 2>&1 || true
+  # Airflow and Dagster have their own venv (scripts/peers.sh): install the cryo wheel there and run
+  # the orchestrator tests with its python (they skip, saying why, under the peers venv).
+  # The same features as `maturin develop` above: Cargo reuses that build instead of compiling cryo-py again.
+  rm -rf target/cryo-wheel && "$PEERS_PYTHON" -m maturin build -q --profile dev -m cryo-py/Cargo.toml --features "$WS_FEATURES" -o target/cryo-wheel
+  echo "== Airflow and Dagster ($ORCHESTRATORS_PYTHON)"
+  "$ORCHESTRATORS_PYTHON" -m pip install -q --force-reinstall --no-deps target/cryo-wheel/*.whl
+  "$ORCHESTRATORS_PYTHON" -m pytest -q -p no:cacheprovider --basetemp=target/packages-lane/orchestrators tests/py/test_orchestrators.py
+
+  # The wheel is abi3: the same file must work on another CPython. Where a 3.12 is at hand
+  # (CRYO_TEST_PY312, else pyenv's), install it there with the peers it needs and run its tests.
+  local py312
+  py312=${CRYO_TEST_PY312:-$(ls -d "$HOME"/.pyenv/versions/3.12*/bin/python 2>/dev/null | tail -n1 || true)}
+  if [ -n "$py312" ] && [ -x "$py312" ]; then
+    echo "== the same abi3 wheel on $("$py312" --version)"
+    [ -x target/py312-venv/bin/python ] || "$py312" -m venv target/py312-venv
+    target/py312-venv/bin/pip install -q --force-reinstall --no-deps target/cryo-wheel/*.whl
+    target/py312-venv/bin/pip install -q 'pyiceberg[sql-sqlite,pyarrow]==0.12.0' 'duckdb==1.5.5' 'pytest>=8' 'mypy==2.4.1'
+    target/py312-venv/bin/python -m pytest -q -p no:cacheprovider --basetemp=target/packages-lane/py312 tests/py/test_python_api.py
+  fi
+
+  # The Node package: its npm dependencies (package-lock.json), the addon with its generated
+  # index.d.ts (a debug build), then node's test runner: the API on demo lakes, errors and
+  # secrets, and the parity with the Python package installed above (same grades, plans,
+  # fingerprints and SQL, under a clock frozen by faketime).
+  echo "== node package (cryo-node: npm ci, napi build, node --test)"
+  if ! command -v faketime >/dev/null 2>&1; then
+    local sudo=""; [ "$(id -u)" = 0 ] || sudo=sudo
+    $sudo apt-get update -qq && $sudo apt-get install -y -qq faketime >/dev/null
+  fi
+  npm --prefix cryo-node ci --no-audit --no-fund
+  npm --prefix cryo-node run build -- --features "$WS_FEATURES"
+  node --test cryo-node/test/*.test.mjs
+}
+step "packages: Airflow and Dagster, a second CPython, Node (in the background)"
+mkdir -p target/packages-lane
+(packages_lane) >target/packages-lane.log 2>&1 &
+packages_pid=$!
+
 # Two pytest runs side by side (each is mostly one core: a Spark JVM, a Python process, waits): the
 # second Spark line's tests (Spark 4.1 + Iceberg 1.12: its module, and the cross-implementation
 # modules' `spark4.1` half) in the background with their own temp root, everything else in front.
@@ -191,37 +235,11 @@ echo "-- the Spark 4.1 half (exit $rc2):"
 cat target/pytest-lane2/log
 [ "$rc" = 0 ] && [ "$rc2" = 0 ] || exit 1
 
-# Airflow and Dagster have their own venv (scripts/peers.sh): install the cryo wheel there and run
-# the orchestrator tests with its python (they skip, saying why, under the peers venv above).
-# The same features as `maturin develop` above: Cargo reuses that build instead of compiling cryo-py again.
-rm -rf target/cryo-wheel && "$PEERS_PYTHON" -m maturin build -q --profile dev -m cryo-py/Cargo.toml --features "$WS_FEATURES" -o target/cryo-wheel
-step "Airflow and Dagster ($ORCHESTRATORS_PYTHON)"
-"$ORCHESTRATORS_PYTHON" -m pip install -q --force-reinstall --no-deps target/cryo-wheel/*.whl
-"$ORCHESTRATORS_PYTHON" -m pytest -q tests/py/test_orchestrators.py
-
-# The wheel is abi3: the same file must work on another CPython. Where a 3.12 is at hand
-# (CRYO_TEST_PY312, else pyenv's), install it there with the peers it needs and run its tests.
-PY312=${CRYO_TEST_PY312:-$(ls -d "$HOME"/.pyenv/versions/3.12*/bin/python 2>/dev/null | tail -n1 || true)}
-if [ -n "$PY312" ] && [ -x "$PY312" ]; then
-  step "the same abi3 wheel on $("$PY312" --version)"
-  [ -x target/py312-venv/bin/python ] || "$PY312" -m venv target/py312-venv
-  target/py312-venv/bin/pip install -q --force-reinstall --no-deps target/cryo-wheel/*.whl
-  target/py312-venv/bin/pip install -q 'pyiceberg[sql-sqlite,pyarrow]==0.12.0' 'duckdb==1.5.5' 'pytest>=8' 'mypy==2.4.1'
-  target/py312-venv/bin/python -m pytest -q tests/py/test_python_api.py
-fi
-
-# The Node package: its npm dependencies (package-lock.json), the addon with its generated
-# index.d.ts (a debug build), then node's test runner: the API on demo lakes, errors and
-# secrets, and the parity with the Python package installed above (same grades, plans,
-# fingerprints and SQL, under a clock frozen by faketime).
-step "node package (cryo-node: npm ci, napi build, node --test)"
-if ! command -v faketime >/dev/null 2>&1; then
-  sudo=""; [ "$(id -u)" = 0 ] || sudo=sudo
-  $sudo apt-get update -qq && $sudo apt-get install -y -qq faketime >/dev/null
-fi
-npm --prefix cryo-node ci --no-audit --no-fund
-npm --prefix cryo-node run build -- --features "$WS_FEATURES"
-node --test cryo-node/test/*.test.mjs
+step "packages (waiting for the background lane)"
+rc=0; wait "$packages_pid" || rc=$?
+cat target/packages-lane.log
+packages_pid=""
+[ "$rc" = 0 ] || { echo "the packages lane failed ($rc)"; exit "$rc"; }
 
 step "fuzz (waiting for the background run)"
 rc=0; wait "$fuzz_pid" || rc=$?
