@@ -144,8 +144,47 @@ impl StoreLocation {
 /// schemes stay as written (`abfss` and `wasbs` name different endpoints, as Java's orphan
 /// removal treats them).
 pub fn normalize_location(location: &str) -> Result<String> {
+    if is_normal(location) {
+        return Ok(location.to_string());
+    }
+    parse_normal(location)
+}
+
+fn parse_normal(location: &str) -> Result<String> {
     let loc = StoreLocation::parse(location)?;
     Ok(loc.to_location(&loc.key))
+}
+
+/// Whether `location` is already its normal form (as nearly every location a table's metadata
+/// lists is): a scheme as [`normalize_location`] spells it, a bucket or container where one is
+/// needed, and a key of segments that are not empty, `.`, `..` or hold control characters. Such
+/// a location parses to itself, so it is not parsed.
+fn is_normal(location: &str) -> bool {
+    let Some((scheme, rest)) = location.split_once("://") else {
+        return false;
+    };
+    let key = match scheme {
+        "file" => match rest.strip_prefix('/') {
+            Some(key) => key,
+            None => return false,
+        },
+        "memory" | "s3" | "gs" | "abfss" | "abfs" | "wasbs" | "wasb" => {
+            match rest.split_once('/') {
+                Some((authority, key))
+                    if scheme == "memory"
+                        || !(authority.is_empty() || authority.starts_with('@')) =>
+                {
+                    key
+                }
+                _ => return false,
+            }
+        }
+        _ => return false,
+    };
+    !key.is_empty()
+        && key.split('/').all(|s| {
+            !s.is_empty() && s != "." && s != ".." && !s.bytes().any(|b| b.is_ascii_control())
+        })
 }
 
 /// Builds [`ObjectStorage`] for iceberg's `FileIO`; shares one set of [`IoCounters`].
@@ -583,6 +622,12 @@ impl ObjectStorage {
         let mut local: Vec<(usize, std::path::PathBuf)> = Vec::new();
         let mut remote: Vec<StoreKeys> = Vec::new();
         for (i, location) in locations.iter().enumerate() {
+            // Most of a table's files are plain local paths: no parse, no URL (a hundred
+            // thousand of them took a second of the calling thread that way).
+            if let Some(path) = plain_local_path(location) {
+                local.push((i, std::path::PathBuf::from(path)));
+                continue;
+            }
             match self.resolve(location) {
                 Err(e) => out[i] = Some(Err(e)),
                 Ok((_, loc)) if loc.scheme == Scheme::File => match local_file_path(location) {
@@ -801,6 +846,13 @@ impl ObjectStorage {
 /// the key's escapes); `None` for other schemes. Staging files, which the store does not map,
 /// are their plain path.
 pub(crate) fn local_file_path(location: &str) -> Option<std::path::PathBuf> {
+    match plain_local_path(location) {
+        Some(path) => Some(std::path::PathBuf::from(path)),
+        None => parsed_local_path(location),
+    }
+}
+
+fn parsed_local_path(location: &str) -> Option<std::path::PathBuf> {
     let loc = StoreLocation::parse(location).ok()?;
     if loc.scheme != Scheme::File {
         return None;
@@ -956,6 +1008,25 @@ async fn delete_local(
                 .collect()
         }
     }
+}
+
+/// The filesystem path of a `file:///` or `/` location whose segments are plain (ASCII letters
+/// and digits, `-_.=+,@~`; not `.` or `..`): what [`local_file_path`] gives for it through
+/// `object_store`'s path and a `file://` URL, neither of which encodes any of those bytes, but
+/// without building either. `None` for any other location.
+fn plain_local_path(location: &str) -> Option<&str> {
+    let path = location.strip_prefix("file://").unwrap_or(location);
+    let plain = |s: &str| {
+        !s.is_empty()
+            && s != "."
+            && s != ".."
+            && s.bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"-_.=+,@~".contains(&b))
+    };
+    path.strip_prefix('/')?
+        .split('/')
+        .all(plain)
+        .then_some(path)
 }
 
 fn local_path(location: &str) -> Option<std::path::PathBuf> {
@@ -1382,6 +1453,78 @@ mod tests {
         assert!(normalize_location("relative/path").is_err());
         assert!(normalize_location("gs2://x/y").is_err());
         assert!(normalize_location("s3:///nobucket").is_err());
+    }
+
+    /// Locations spelled from the bytes that matter to a parse: slashes, dots, schemes, `@`,
+    /// `#`, `%`, a space, a control character, upper case.
+    fn spelled() -> impl proptest::strategy::Strategy<Value = String> {
+        use proptest::prelude::*;
+        let scheme = prop_oneof![
+            Just(""),
+            Just("file:"),
+            Just("file://"),
+            Just("s3://"),
+            Just("S3://"),
+            Just("s3a://"),
+            Just("gs://"),
+            Just("gcs://"),
+            Just("memory://"),
+            Just("abfss://"),
+            Just("wasb://"),
+            Just("x://"),
+        ];
+        let piece = prop_oneof![
+            4 => Just("/"),
+            4 => Just("a"),
+            2 => Just("b="),
+            1 => Just("."),
+            1 => Just(".."),
+            1 => Just("@"),
+            1 => Just("#1"),
+            1 => Just("%41"),
+            1 => Just(" "),
+            1 => Just("\u{1}"),
+            1 => Just("://"),
+            1 => Just("Z"),
+        ];
+        (scheme, proptest::collection::vec(piece, 0..12))
+            .prop_map(|(s, p)| format!("{s}{}", p.concat()))
+    }
+
+    proptest::proptest! {
+        /// A location taken as already normal is what the parse makes of it.
+        #[test]
+        fn normal_locations_are_their_own_parse(location in spelled()) {
+            let parsed = parse_normal(&location).ok();
+            if is_normal(&location) {
+                proptest::prop_assert_eq!(parsed.as_deref(), Some(location.as_str()));
+            }
+            proptest::prop_assert_eq!(normalize_location(&location).ok(), parsed);
+        }
+
+        /// A plain local path is the path object_store's local store would use.
+        #[test]
+        fn plain_local_paths_are_those_of_the_store(location in spelled()) {
+            if let Some(path) = plain_local_path(&location) {
+                proptest::prop_assert_eq!(
+                    parsed_local_path(&location),
+                    Some(std::path::PathBuf::from(path))
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn plain_locations_take_the_short_way() {
+        assert!(is_normal("s3://b/wh/t/data/x=1/f.parquet"));
+        assert!(is_normal("file:///tmp/wh/t/metadata/snap-1.avro"));
+        assert!(!is_normal("s3a://b/wh/t"));
+        assert!(!is_normal("s3://b/wh/t/"));
+        let local = "/tmp/wh/t/data/day=2024-01-01/00000-1-a.parquet";
+        assert_eq!(plain_local_path(local), Some(local));
+        assert_eq!(plain_local_path(&format!("file://{local}")), Some(local));
+        assert_eq!(plain_local_path("/tmp/wh/t/data/f#1.parquet"), None);
+        assert_eq!(plain_local_path("/tmp/wh/../etc"), None);
     }
 
     #[test]

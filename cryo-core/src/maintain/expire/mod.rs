@@ -79,10 +79,16 @@ struct StagedExpiry {
     commit: Option<(TableChanges, LoadedTable, Vec<String>)>,
 }
 
-/// Select the expiry on `head` and build its commit. Pure (no reads).
-fn stage_expiry(head: &LoadedTable, options: &ExpireOptions, now: i64) -> Result<StagedExpiry> {
+/// Select the expiry on `head` and build its commit. Pure (no reads; `cache` keeps the
+/// history it reads off the metadata).
+fn stage_expiry(
+    head: &LoadedTable,
+    options: &ExpireOptions,
+    now: i64,
+    cache: &mut ProofCache,
+) -> Result<StagedExpiry> {
     let retention = Retention::resolve(options, head.metadata.properties(), now)?;
-    let history = History::of(&head.id.to_string(), &head.metadata)?;
+    let history = cache.history(head)?;
     let selection = select_snapshots(&history, &retention)?;
     if selection.is_empty() {
         return Ok(StagedExpiry {
@@ -163,7 +169,9 @@ struct ExpiryCommit<'a> {
 impl CommitOp for ExpiryCommit<'_> {
     async fn prepare(&mut self, head: &LoadedTable) -> Result<Prepared> {
         if !self.warm {
-            if let Some((_, predicted, _)) = stage_expiry(head, self.options, self.now)?.commit {
+            if let Some((_, predicted, _)) =
+                stage_expiry(head, self.options, self.now, self.cache)?.commit
+            {
                 let concurrency = self.options.max_concurrent_reads;
                 let proof = prove(head, &predicted, concurrency, self.cache).await?;
                 self.warm_proof = head.metadata_location.clone().map(|at| (at, proof));
@@ -174,7 +182,7 @@ impl CommitOp for ExpiryCommit<'_> {
     }
 
     async fn attempt(&mut self, head: &LoadedTable, _cx: AttemptContext<'_>) -> Result<Attempt> {
-        let s = stage_expiry(head, self.options, self.now)?;
+        let s = stage_expiry(head, self.options, self.now, self.cache)?;
         let Some((changes, predicted, dropped)) = s.commit else {
             self.staged = Some((s.retention, s.selection, HashMap::new()));
             return Ok(Attempt::Nothing);
@@ -488,7 +496,7 @@ impl<'a> ExpireSnapshots<'a> {
         let (retention, selection, after, dropped_metadata, metadata_sizes, proved) =
             match &committer {
                 None => {
-                    let s = stage_expiry(&head, options, now)?;
+                    let s = stage_expiry(&head, options, now, &mut cache)?;
                     match s.commit {
                         None => (
                             s.retention,
@@ -559,11 +567,13 @@ impl<'a> ExpireSnapshots<'a> {
         // then the last selection is empty, but the head moved).
         let changed = !options.dry_run && after.metadata_location != base.metadata_location;
         let removed_refs: Vec<String> = {
-            let kept = History::of(&name, &after.metadata)?.refs;
-            History::of(&name, &base.metadata)?
+            let kept = cache.history(&after)?;
+            cache
+                .history(&base)?
                 .refs
-                .into_keys()
-                .filter(|r| !kept.contains_key(r))
+                .keys()
+                .filter(|r| !kept.refs.contains_key(*r))
+                .cloned()
                 .collect()
         };
         let mut outcome = ExpireOutcome {

@@ -83,6 +83,10 @@ pub(super) struct ProofCache {
     pub(super) strikes_for: HashSet<String>,
     /// Sizes of metadata files.
     pub(super) sizes: HashMap<String, u64>,
+    /// The snapshot graph of each `metadata.json` an attempt staged on or proved from: its refs
+    /// are read back from the metadata's serialized form, which takes tens of milliseconds on a
+    /// history of thousands of snapshots, and each is asked for several times.
+    pub(super) histories: HashMap<String, Arc<super::History>>,
     /// Prove by reachability even where the history is linear (tests hold the two proofs to
     /// one answer).
     pub(super) full_only: bool,
@@ -170,6 +174,22 @@ impl ManifestTable {
                 idx
             })
             .collect()
+    }
+}
+
+impl ProofCache {
+    /// The history of `table`, read once per `metadata.json` (metadata files never change).
+    pub(super) fn history(&mut self, table: &LoadedTable) -> Result<Arc<super::History>> {
+        let name = table.id.to_string();
+        let Some(at) = &table.metadata_location else {
+            return super::History::of(&name, &table.metadata).map(Arc::new);
+        };
+        if let Some(h) = self.histories.get(at) {
+            return Ok(Arc::clone(h));
+        }
+        let h = Arc::new(super::History::of(&name, &table.metadata)?);
+        self.histories.insert(at.clone(), Arc::clone(&h));
+        Ok(h)
     }
 }
 
@@ -528,9 +548,9 @@ pub(super) fn incremental_scope(
     base: &LoadedTable,
     after: &LoadedTable,
     expired: &BTreeSet<i64>,
-    cache: &ProofCache,
+    cache: &mut ProofCache,
 ) -> Result<Option<HashSet<i64>>> {
-    let history = super::select::History::of(name, &base.metadata)?;
+    let history = cache.history(base)?;
     if history.refs.len() != 1 {
         return Ok(None);
     }

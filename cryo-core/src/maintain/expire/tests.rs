@@ -679,7 +679,7 @@ async fn counts_that_do_not_add_up_fall_back_to_reachability() {
         .await
         .unwrap();
     assert_eq!(data(found), vec![paths[0].clone()]);
-    let scope = super::reach::incremental_scope(&name, &t, &after, &expired, &cache).unwrap();
+    let scope = super::reach::incremental_scope(&name, &t, &after, &expired, &mut cache).unwrap();
     assert_eq!(
         scope,
         Some([s[1].1, s[2].1].into()),
@@ -695,7 +695,7 @@ async fn counts_that_do_not_add_up_fall_back_to_reachability() {
         }
     }
     assert_eq!(
-        super::reach::incremental_scope(&name, &t, &after, &expired, &cache).unwrap(),
+        super::reach::incremental_scope(&name, &t, &after, &expired, &mut cache).unwrap(),
         None
     );
     cache.deleted.clear();
@@ -723,9 +723,9 @@ async fn counts_that_do_not_add_up_fall_back_to_reachability() {
         ),
         ..t.clone()
     };
-    let fresh = ProofCache::default();
+    let mut fresh = ProofCache::default();
     assert_eq!(
-        super::reach::incremental_scope(&name, &tagged, &after, &expired, &fresh).unwrap(),
+        super::reach::incremental_scope(&name, &tagged, &after, &expired, &mut fresh).unwrap(),
         None
     );
 }
