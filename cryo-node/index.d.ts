@@ -202,6 +202,12 @@ export declare class Catalog {
   expireSnapshots(table: string, options?: ExpireOptions): Promise<ExpireOutcome>
   /** Rewrite the current snapshot's manifests into fewer, well-clustered ones. */
   rewriteManifests(table: string, options?: Options): Promise<RewriteManifestsOutcome>
+  /**
+   * Compute the current snapshot's distinct-value statistics (Apache `DataSketches` theta
+   * sketches in a Puffin file, registered on the snapshot), as Spark's `compute_table_stats`
+   * does. `columns`: top-level columns by name (default: every primitive one).
+   */
+  computeStatistics(table: string, options?: Options): Promise<ComputeStatisticsOutcome>
   /** Combine small position-delete files per partition and drop dangling ones. */
   rewritePositionDeletes(table: string, options?: Options): Promise<RewritePositionDeletesOutcome>
   /**
@@ -489,6 +495,32 @@ export interface CompactionOutcome {
   failedGroups: number
   /** Rows removed by applying delete files. */
   rowsDeleted: number
+  /** Everything cryo-core reports (its serde form). */
+  details: Record<string, any>
+}
+
+/** What `computeStatistics` did (or, in a dry run, would read). */
+export interface ComputeStatisticsOutcome {
+  /** Table identifier. */
+  table: string
+  /** True when nothing was read or written (the figures say what a real run would read). */
+  dryRun: boolean
+  /** Current snapshot before the operation (the one the statistics describe). */
+  snapshotBefore?: bigint
+  /** Snapshots the operation committed: none (statistics are registered on their snapshot). */
+  snapshotIds: Array<bigint>
+  /** Live data files and bytes read. */
+  before: Footprint
+  /** The statistics file written. */
+  after: Footprint
+  /** Wall time. */
+  durationMs: number
+  /** Distinct non-null values per column name (`null` in a dry run). */
+  ndv: Record<string, number | null>
+  /** The Puffin file written and registered on the snapshot. */
+  statisticsPath?: string
+  /** Live rows read (deletes applied). */
+  rows: number
   /** Everything cryo-core reports (its serde form). */
   details: Record<string, any>
 }

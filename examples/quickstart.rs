@@ -27,7 +27,7 @@ use cryo_core::clock::SystemClock;
 use cryo_core::demo::{DemoOptions, create_demo_lake};
 use cryo_core::exec::MaintenanceRun;
 use cryo_core::govern::LocalLocks;
-use cryo_core::grade::HealthReport;
+use cryo_core::grade::{Grade, HealthReport, Remedy};
 use cryo_core::grade::{GradeOptions, grade};
 use cryo_core::plan::MaintenancePlan;
 use cryo_core::plan::{PlanOptions, plan_fleet};
@@ -191,6 +191,28 @@ async fn maintain(
                 scan.snapshots.count,
                 now.snapshots.count
             );
+        }
+    }
+    // Below B after a native run: what is left, and who can fix it.
+    for r in after
+        .iter()
+        .filter(|r| !matches!(r.grade, Grade::A | Grade::B))
+    {
+        println!(
+            "{} stays at {} ({}): what is left",
+            r.table, r.grade, r.score
+        );
+        for f in &r.findings {
+            let who = match &f.remedy {
+                Remedy::Operation { .. } => {
+                    "the next run (its thresholds, budgets or retention held it back)"
+                }
+                Remedy::TableProperty { .. } => {
+                    "a person: a table property no maintenance sets on its own"
+                }
+                Remedy::Repartition { .. } => "a person: a change of partitioning",
+            };
+            println!("  {}: {}; fix: {} ({who})", f.code, f.reason, f.remedy);
         }
     }
     Ok(())

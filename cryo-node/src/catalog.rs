@@ -16,9 +16,9 @@ use cryo_core::exec::{
 use cryo_core::govern::{Bandit, BanditConfig, Governor, Limits, open_locks};
 use cryo_core::grade::GradeOptions;
 use cryo_core::maintain::{
-    ExpireOptions, FindMissingFilesOptions, RemoveOrphanFilesOptions, RewriteManifestsOptions,
-    RewritePositionDeletesOptions, expire_snapshots, find_missing_files, remove_orphan_files,
-    rewrite_manifests, rewrite_position_deletes,
+    ComputeStatisticsOptions, ExpireOptions, FindMissingFilesOptions, RemoveOrphanFilesOptions,
+    RewriteManifestsOptions, RewritePositionDeletesOptions, compute_statistics, expire_snapshots,
+    find_missing_files, remove_orphan_files, rewrite_manifests, rewrite_position_deletes,
 };
 use cryo_core::plan::{PlanOptions, TableControl, plan_scans};
 use cryo_core::progress::ProgressSink;
@@ -40,9 +40,9 @@ use crate::arrow::ipc_batches;
 use crate::convert::{options, options_pair, serde_name, take_string};
 use crate::errors::{self, to_napi};
 use crate::models::{
-    CompactionOutcome, ExpireOutcome, FleetOutcome, FleetScan, MissingFilesOutcome, Plan,
-    RemoveOrphanFilesOutcome, RewriteManifestsOutcome, RewritePositionDeletesOutcome, RunOutcome,
-    TableScan,
+    CompactionOutcome, ComputeStatisticsOutcome, ExpireOutcome, FleetOutcome, FleetScan,
+    MissingFilesOutcome, Plan, RemoveOrphanFilesOutcome, RewriteManifestsOutcome,
+    RewritePositionDeletesOutcome, RunOutcome, TableScan,
 };
 use crate::runtime::run;
 
@@ -333,6 +333,25 @@ impl Catalog {
         })
         .await?;
         RewriteManifestsOutcome::from_core(&outcome)
+    }
+
+    /// Compute the current snapshot's distinct-value statistics (Apache `DataSketches` theta
+    /// sketches in a Puffin file, registered on the snapshot), as Spark's `compute_table_stats`
+    /// does. `columns`: top-level columns by name (default: every primitive one).
+    #[napi]
+    pub async fn compute_statistics(
+        &self,
+        table: String,
+        #[napi(ts_arg_type = "Options")] options: Option<Value>,
+    ) -> napi::Result<ComputeStatisticsOutcome> {
+        let id = self.table(&table)?;
+        let opts: ComputeStatisticsOptions = self::options("computeStatistics options", options)?;
+        let cat = Arc::clone(&self.inner);
+        let outcome = run(Some(self.config()), move || async move {
+            compute_statistics(&cat, &id, &opts).await
+        })
+        .await?;
+        ComputeStatisticsOutcome::from_core(&outcome)
     }
 
     /// Combine small position-delete files per partition and drop dangling ones.

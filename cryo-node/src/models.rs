@@ -12,9 +12,9 @@ use cryo_core::compact::CompactionOutcome as CoreCompaction;
 use cryo_core::exec::MaintenanceOutcome;
 use cryo_core::grade::HealthReport as CoreReport;
 use cryo_core::maintain::{
-    ExpireOutcome as CoreExpire, MissingFilesOutcome as CoreMissing,
-    RemoveOrphanFilesOutcome as CoreOrphans, RewriteManifestsOutcome as CoreManifests,
-    RewritePositionDeletesOutcome as CorePositionDeletes,
+    ComputeStatisticsOutcome as CoreStatistics, ExpireOutcome as CoreExpire,
+    MissingFilesOutcome as CoreMissing, RemoveOrphanFilesOutcome as CoreOrphans,
+    RewriteManifestsOutcome as CoreManifests, RewritePositionDeletesOutcome as CorePositionDeletes,
 };
 use cryo_core::plan::MaintenancePlan;
 use cryo_core::receipt::{self, Receipt, ReceiptStatus};
@@ -579,6 +579,35 @@ pub struct ExpireOutcome {
     pub details: Value,
 }
 
+/// What `computeStatistics` did (or, in a dry run, would read).
+#[napi(object, object_from_js = false)]
+pub struct ComputeStatisticsOutcome {
+    /// Table identifier.
+    pub table: String,
+    /// True when nothing was read or written (the figures say what a real run would read).
+    pub dry_run: bool,
+    /// Current snapshot before the operation (the one the statistics describe).
+    pub snapshot_before: Option<BigInt>,
+    /// Snapshots the operation committed: none (statistics are registered on their snapshot).
+    pub snapshot_ids: Vec<BigInt>,
+    /// Live data files and bytes read.
+    pub before: Footprint,
+    /// The statistics file written.
+    pub after: Footprint,
+    /// Wall time.
+    pub duration_ms: i64,
+    /// Distinct non-null values per column name (`null` in a dry run).
+    #[napi(ts_type = "Record<string, number | null>")]
+    pub ndv: Value,
+    /// The Puffin file written and registered on the snapshot.
+    pub statistics_path: Option<String>,
+    /// Live rows read (deletes applied).
+    pub rows: i64,
+    /// Everything cryo-core reports (its serde form).
+    #[napi(ts_type = "Record<string, any>")]
+    pub details: Value,
+}
+
 /// What `rewriteManifests` did (or, in a dry run, would do).
 #[napi(object, object_from_js = false)]
 pub struct RewriteManifestsOutcome {
@@ -736,6 +765,29 @@ impl ExpireOutcome {
             retained_snapshot_ids: ids(&o.retained_snapshot_ids),
             removed_refs: o.removed_refs.clone(),
             files: ipc(&check(o.files_batch())?)?,
+            details: to_value(o)?,
+        })
+    }
+}
+
+impl ComputeStatisticsOutcome {
+    pub(crate) fn from_core(o: &CoreStatistics) -> napi::Result<Self> {
+        Ok(Self {
+            table: o.table.to_string(),
+            dry_run: o.dry_run,
+            snapshot_before: o.snapshot_id.map(snapshot_id),
+            snapshot_ids: ids(&o.snapshot_ids),
+            before: o.before().into(),
+            after: o.after().into(),
+            duration_ms: o.duration_ms as i64,
+            ndv: Value::Object(
+                o.columns
+                    .iter()
+                    .map(|c| (c.name.clone(), c.ndv.into()))
+                    .collect(),
+            ),
+            statistics_path: o.statistics_path.clone(),
+            rows: o.rows as i64,
             details: to_value(o)?,
         })
     }

@@ -348,6 +348,33 @@ test('single operations: destructive ones are dry runs unless told otherwise', a
   assert.equal(rows(damage.missing)[0].path, victim.path)
 })
 
+test('ordered compactions (sort, z-order, Hilbert) and table statistics run from Node', async () => {
+  const own = await cryo.demoLake(join(tempDir(), 'lake'))
+  const cat = own.catalog
+  const table = 'lake.clickstream' // no deletes: every rewrite keeps the record count
+  const records = (await cat.scan(table)).records
+  for (const strategy of [
+    { kind: 'sort', columns: ['user_id'] },
+    { kind: 'z_order', columns: ['user_id', 'event_time'] },
+    { kind: 'hilbert', columns: ['user_id', 'event_time'] },
+  ]) {
+    const out = await cat.compact(table, { dryRun: false, rewriteAll: true, strategy })
+    assert.equal(out.failedGroups, 0, stringify(out.details))
+    assert.ok(out.committedGroups >= 1, strategy.kind)
+    assert.equal((await cat.scan(table)).records, records, strategy.kind)
+  }
+  const dry = await cat.computeStatistics(table, { dryRun: true })
+  assert.equal(dry.dryRun, true)
+  assert.ok(dry.statisticsPath == null)
+  const stats = await cat.computeStatistics(table, { columns: ['event_id', 'event_type'] })
+  assert.equal(stats.dryRun, false)
+  assert.deepEqual(Object.keys(stats.ndv), ['event_id', 'event_type'])
+  assert.ok(stats.ndv.event_type >= 2 && stats.ndv.event_id > stats.ndv.event_type, stringify(stats.ndv))
+  assert.equal(stats.snapshotBefore, (await cat.scan(table)).currentSnapshotId)
+  assert.ok(stats.statisticsPath.endsWith('.stats') && stats.after.files === 1)
+  await assert.rejects(cat.computeStatistics(table, { columns: ['no_such_column'] }), cryo.ValidationError)
+})
+
 test('the commit fence: a writer holding it keeps Cryo from committing; released, Cryo commits', async () => {
   const dir = tempDir()
   const own = await cryo.demoLake(join(dir, 'lake'))

@@ -15,9 +15,9 @@ use cryo_core::exec::{
 use cryo_core::govern::open_locks;
 use cryo_core::grade::GradeOptions;
 use cryo_core::maintain::{
-    ExpireOptions, FindMissingFilesOptions, RemoveOrphanFilesOptions, RewriteManifestsOptions,
-    RewritePositionDeletesOptions, expire_snapshots, find_missing_files, remove_orphan_files,
-    rewrite_manifests, rewrite_position_deletes,
+    ComputeStatisticsOptions, ExpireOptions, FindMissingFilesOptions, RemoveOrphanFilesOptions,
+    RewriteManifestsOptions, RewritePositionDeletesOptions, compute_statistics, expire_snapshots,
+    find_missing_files, remove_orphan_files, rewrite_manifests, rewrite_position_deletes,
 };
 use cryo_core::plan::{PlanOptions, plan_scans};
 use cryo_core::receipt::ReceiptLog;
@@ -34,9 +34,9 @@ use crate::convert::{options, options_pair};
 use crate::engines::{Engine, PyGovernor};
 use crate::errors::check;
 use crate::models::{
-    CompactionOutcome, ExpireOutcome, FleetOutcome, FleetScan, MissingFilesOutcome, Plan,
-    RemoveOrphanFilesOutcome, RewriteManifestsOutcome, RewritePositionDeletesOutcome, RunOutcome,
-    TableScan,
+    CompactionOutcome, ComputeStatisticsOutcome, ExpireOutcome, FleetOutcome, FleetScan,
+    MissingFilesOutcome, Plan, RemoveOrphanFilesOutcome, RewriteManifestsOutcome,
+    RewritePositionDeletesOutcome, RunOutcome, TableScan,
 };
 use crate::progress::sink;
 use crate::runtime::{finish_holding_gil, wait};
@@ -313,6 +313,25 @@ impl Catalog {
             rewrite_manifests(&cat, &id, &opts).await
         })?;
         Ok(RewriteManifestsOutcome {
+            inner: Arc::new(outcome),
+        })
+    }
+
+    /// Compute the current snapshot's column statistics (theta sketches in a Puffin file).
+    #[pyo3(signature = (table, options = None))]
+    fn compute_statistics(
+        &self,
+        py: Python<'_>,
+        table: &str,
+        options: Option<&Bound<'_, PyDict>>,
+    ) -> PyResult<ComputeStatisticsOutcome> {
+        let id = Self::table(table)?;
+        let opts: ComputeStatisticsOptions = self::options("compute_statistics options", options)?;
+        let cat = self.core(py)?;
+        let outcome = wait(py, move || async move {
+            compute_statistics(&cat, &id, &opts).await
+        })?;
+        Ok(ComputeStatisticsOutcome {
             inner: Arc::new(outcome),
         })
     }

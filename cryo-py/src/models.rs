@@ -7,9 +7,9 @@ use cryo_core::compact::CompactionOutcome as CoreCompaction;
 use cryo_core::exec::MaintenanceOutcome;
 use cryo_core::grade::HealthReport as CoreReport;
 use cryo_core::maintain::{
-    ExpireOutcome as CoreExpire, MissingFilesOutcome as CoreMissing,
-    RemoveOrphanFilesOutcome as CoreOrphans, RewriteManifestsOutcome as CoreManifests,
-    RewritePositionDeletesOutcome as CorePositionDeletes,
+    ComputeStatisticsOutcome as CoreStatistics, ExpireOutcome as CoreExpire,
+    MissingFilesOutcome as CoreMissing, RemoveOrphanFilesOutcome as CoreOrphans,
+    RewriteManifestsOutcome as CoreManifests, RewritePositionDeletesOutcome as CorePositionDeletes,
 };
 use cryo_core::plan::MaintenancePlan;
 use cryo_core::receipt::{self, ReceiptStatus};
@@ -651,6 +651,31 @@ outcome!(
         /// Manifests written.
         #[getter]
         fn manifests_created(&self) -> usize { self.inner.manifests_created }
+    }
+);
+
+outcome!(
+    /// What `compute_statistics` did (or, in a dry run, would read).
+    ComputeStatisticsOutcome, "ComputeStatisticsOutcome", CoreStatistics,
+    dry_run: |o| o.dry_run,
+    snapshot_before: |o| o.snapshot_id,
+    before: |o| o.before(),
+    after: |o| o.after(),
+    {
+        /// The snapshot the statistics describe.
+        #[getter]
+        fn snapshot_id(&self) -> Option<i64> { self.inner.snapshot_id }
+        /// Distinct non-null values per column (`None` in a dry run), in schema order.
+        #[getter]
+        fn ndv(&self) -> Vec<(String, Option<u64>)> {
+            self.inner.columns.iter().map(|c| (c.name.clone(), c.ndv)).collect()
+        }
+        /// The Puffin file written and registered on the snapshot.
+        #[getter]
+        fn statistics_path(&self) -> Option<String> { self.inner.statistics_path.clone() }
+        /// Live rows read (deletes applied).
+        #[getter]
+        fn rows(&self) -> u64 { self.inner.rows }
     }
 );
 

@@ -11,7 +11,7 @@ starts from it, restored in place (so its paths hold), with Spark's pooled catal
 
 For each table (``events_v3``: format v3, deletion vectors; ``events_v2``: v2, position deletes;
 ``upserts_eq_v3`` / ``upserts_eq_v2``: equality deletes written with Iceberg's Java API) and each
-operation of the Python package (bin-pack, sort and z-order compaction, ``rewrite_position_deletes``,
+operation of the Python package (bin-pack, sort, z-order and Hilbert compaction, ``rewrite_position_deletes``,
 ``rewrite_manifests``, ``expire_snapshots``; all for real, not dry runs):
 
 - the rows Spark reads are the same before and after;
@@ -67,8 +67,8 @@ CATALOG = fx.CATALOG
 LINEAGE = ["_row_id", "_last_updated_sequence_number"]
 
 TABLES = ["events_v3", "events_v2", "upserts_eq_v3", "upserts_eq_v2"]
-OPS = ["bin_pack", "sort", "z_order", "rewrite_position_deletes", "rewrite_manifests", "expire_snapshots"]
-COMPACTIONS = {"bin_pack", "sort", "z_order"}
+OPS = ["bin_pack", "sort", "z_order", "hilbert", "rewrite_position_deletes", "rewrite_manifests", "expire_snapshots"]
+COMPACTIONS = {"bin_pack", "sort", "z_order", "hilbert"}
 
 # Per table shape: the key, Spark SQL types (for literals), the column a MERGE updates and how, and the
 # columns of the sort and z-order rewrites.
@@ -79,6 +79,7 @@ KINDS = {
         "update": ("note", lambda v: "spark41-merged ✓"),
         "sort": ["id"],
         "z_order": ["id", "score"],
+        "hilbert": ["id", "score"],
     },
     "upserts": {
         "key": "event_key",
@@ -86,6 +87,7 @@ KINDS = {
         "update": ("value", lambda v: (v or 0) + 1_000_000),
         "sort": ["event_key DESC"],
         "z_order": ["event_key", "value"],
+        "hilbert": ["event_key", "value"],
     },
 }
 
@@ -278,7 +280,7 @@ class Lake:
         try:
             if op == "bin_pack":
                 out = cat.compact(ident, dry_run=False, rewrite_all=True)
-            elif op in ("sort", "z_order"):
+            elif op in ("sort", "z_order", "hilbert"):
                 out = cat.compact(ident, dry_run=False, rewrite_all=True, strategy={"kind": op, "columns": kind[op]})
             elif op == "rewrite_position_deletes":
                 out = cat.rewrite_position_deletes(ident, dry_run=False)
@@ -398,8 +400,8 @@ class TestCryoOnSpark41Tables:
             failed = [g["status"] for g in out["detail"]["groups"] if g["status"].get("status") == "failed"]
             unsupported = [f for f in failed if f.get("code") == "unsupported" and "datafusion" in f.get("message", "")]
             assert not unsupported, (
-                f"this cryo package was built without cryo-core's datafusion feature, so it cannot {op}: "
-                "maturin develop -m cryo-py/Cargo.toml --features cryo-core/datafusion"
+                f"this cryo package was built without cryo-core's datafusion feature, so it cannot {op} "
+                "(the package enables it: rebuild with maturin develop -m cryo-py/Cargo.toml)"
             )
             assert out["committed_groups"] >= 1 and not failed and not out["conflicted_groups"], out
             assert md_after["current-snapshot-id"] != md_before["current-snapshot-id"]

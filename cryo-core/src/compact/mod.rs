@@ -130,6 +130,7 @@
 
 mod deletes;
 mod lineage;
+mod live;
 mod local_out;
 mod options;
 mod pages;
@@ -160,4 +161,7 @@ pub use zorder::MAX_ZORDER_COLUMNS;
 // The position-delete rewrite (crate::maintain) reads delete files and names partitions as
 // compaction does.
 pub(crate) use deletes::read_position_file;
+// Table statistics (crate::maintain) read every live row as compaction reads a group.
+pub(crate) use live::{LiveRead, for_each_live_batch, live_files};
 pub(crate) use plan::{PartitionPaths, recently_changed};
+pub(crate) use read::field_id;

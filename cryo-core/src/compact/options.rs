@@ -102,22 +102,16 @@ pub struct FileSizes {
 }
 
 impl CompactOptions {
-    /// Options for one chunk of a planned `rewrite_data_files` step.
+    /// Options for one chunk of a planned `rewrite_data_files` or `convert_equality_deletes`
+    /// step.
+    ///
+    /// The native engine converts equality deletes the way Spark's and Trino's renderings do:
+    /// every data file of the chunk's partitions is rewritten with its deletes applied (a
+    /// bin-pack with `rewrite_all`), at the data sequence number of the snapshot it started
+    /// from, so that the equality deletes it applied no longer apply to anything and leave the
+    /// table in the same commit (an equality delete committed after that snapshot still applies
+    /// to the rewritten rows).
     pub fn from_step(step: &PlannedStep, chunk: &Chunk) -> Result<Self> {
-        let StepParams::RewriteDataFiles {
-            strategy,
-            target_file_size_bytes,
-            min_file_size_bytes,
-            max_file_size_bytes,
-            min_input_files,
-            delete_file_threshold,
-        } = &step.params
-        else {
-            return Err(Error::validation(format!(
-                "compaction takes a rewrite_data_files step, not {}",
-                step.operation
-            )));
-        };
         if !step.chunks.iter().any(|c| c == chunk) {
             return Err(Error::validation(format!(
                 "chunk {} is not a chunk of this step",
@@ -134,15 +128,38 @@ impl CompactOptions {
                 })
                 .collect()
         });
-        let options = Self {
-            strategy: strategy.clone(),
-            target_file_size_bytes: Some(*target_file_size_bytes),
-            min_file_size_bytes: Some(*min_file_size_bytes),
-            max_file_size_bytes: Some(*max_file_size_bytes),
-            min_input_files: *min_input_files,
-            delete_file_threshold: *delete_file_threshold,
-            partitions,
-            ..Self::default()
+        let options = match &step.params {
+            StepParams::RewriteDataFiles {
+                strategy,
+                target_file_size_bytes,
+                min_file_size_bytes,
+                max_file_size_bytes,
+                min_input_files,
+                delete_file_threshold,
+            } => Self {
+                strategy: strategy.clone(),
+                target_file_size_bytes: Some(*target_file_size_bytes),
+                min_file_size_bytes: Some(*min_file_size_bytes),
+                max_file_size_bytes: Some(*max_file_size_bytes),
+                min_input_files: *min_input_files,
+                delete_file_threshold: *delete_file_threshold,
+                partitions,
+                ..Self::default()
+            },
+            StepParams::ConvertEqualityDeletes {} => Self {
+                strategy: RewriteStrategy::BinPack,
+                min_input_files: 1,
+                delete_file_threshold: 1,
+                rewrite_all: true,
+                partitions,
+                ..Self::default()
+            },
+            _ => {
+                return Err(Error::validation(format!(
+                    "compaction takes a rewrite_data_files or convert_equality_deletes step, not {}",
+                    step.operation
+                )));
+            }
         };
         options.validate()?;
         Ok(options)
@@ -209,7 +226,7 @@ impl CompactOptions {
                     return Err(Error::validation("sort column names must not be empty"));
                 }
             }
-            RewriteStrategy::ZOrder { columns } => {
+            RewriteStrategy::ZOrder { columns } | RewriteStrategy::Hilbert { columns } => {
                 if columns.is_empty() {
                     return Err(Error::validation("z-order needs at least one column"));
                 }

@@ -450,7 +450,9 @@ fn check_strategy_columns(table: &LoadedTable, strategy: &RewriteStrategy) -> Re
             .map(|c| super::sort::sort_column(schema, c).map(|c| c.name))
             .collect::<Result<_>>()?,
         // Z-order takes plain names, exactly as given.
-        RewriteStrategy::ZOrder { columns } => columns.clone(),
+        RewriteStrategy::ZOrder { columns } | RewriteStrategy::Hilbert { columns } => {
+            columns.clone()
+        }
     };
     for name in names {
         let field = schema.field_by_name(&name).ok_or_else(|| {

@@ -13,6 +13,7 @@ use arrow_schema::{DataType, Field, Schema as ArrowSchema, SchemaRef as ArrowSch
 use iceberg::spec::{NullOrder, SortDirection, Transform};
 use iceberg::transform::{BoxedTransformFunction, create_transform_function};
 
+use super::zorder::Curve;
 use crate::catalog::LoadedTable;
 use crate::error::{Error, Result};
 use crate::plan::RewriteStrategy;
@@ -84,7 +85,7 @@ struct SortKey {
 /// How a group's rows are ordered before writing.
 pub(crate) struct Ordering {
     keys: Vec<SortKey>,
-    zorder: Option<Vec<usize>>,
+    zorder: Option<(Curve, Vec<usize>)>,
     data_columns: usize,
     keyed_schema: ArrowSchemaRef,
     /// The table's sort order id when the output follows it.
@@ -93,6 +94,7 @@ pub(crate) struct Ordering {
 
 impl Ordering {
     /// The ordering a strategy asks for (`None`: bin-pack keeps rows as read).
+    #[allow(clippy::too_many_lines)] // Reason: one arm per strategy, then the keyed schema.
     pub(crate) fn resolve(
         table: &LoadedTable,
         strategy: &RewriteStrategy,
@@ -163,7 +165,14 @@ impl Ordering {
                     .iter()
                     .map(|c| index_of(c))
                     .collect::<Result<Vec<_>>>()?;
-                (Vec::new(), Some(idx), None)
+                (Vec::new(), Some((Curve::Z, idx)), None)
+            }
+            RewriteStrategy::Hilbert { columns } => {
+                let idx = columns
+                    .iter()
+                    .map(|c| index_of(c))
+                    .collect::<Result<Vec<_>>>()?;
+                (Vec::new(), Some((Curve::Hilbert, idx)), None)
             }
         };
         let mut fields: Vec<Arc<Field>> = data_schema.fields().iter().cloned().collect();
@@ -202,9 +211,9 @@ impl Ordering {
     /// The batch with its key columns appended.
     pub(crate) fn with_keys(&self, batch: &RecordBatch) -> Result<RecordBatch> {
         let mut columns: Vec<ArrayRef> = batch.columns().to_vec();
-        if let Some(z) = &self.zorder {
+        if let Some((curve, z)) = &self.zorder {
             let cols: Vec<ArrayRef> = z.iter().map(|&i| Arc::clone(batch.column(i))).collect();
-            columns.push(Arc::new(super::zorder::zvalues(&cols)?));
+            columns.push(Arc::new(super::zorder::curve_values(&cols, *curve)?));
         }
         for k in &self.keys {
             let source = Arc::clone(batch.column(k.column));

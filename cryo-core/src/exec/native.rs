@@ -10,9 +10,9 @@ use crate::clock::Clock;
 use crate::compact::{CompactOptions, Compaction, GroupStatus};
 use crate::error::Result;
 use crate::maintain::{
-    DeleteGroupStatus, ExpireOptions, ExpireSnapshots, RemoveOrphanFiles, RemoveOrphanFilesOptions,
-    RewriteManifests, RewriteManifestsOptions, RewritePositionDeletes,
-    RewritePositionDeletesOptions,
+    ComputeStatistics, ComputeStatisticsOptions, ComputeStatisticsStatus, DeleteGroupStatus,
+    ExpireOptions, ExpireSnapshots, RemoveOrphanFiles, RemoveOrphanFilesOptions, RewriteManifests,
+    RewriteManifestsOptions, RewritePositionDeletes, RewritePositionDeletesOptions,
 };
 use crate::plan::{PlannedStep, StepParams};
 use crate::receipt::{Footprint, Receipt, ReceiptStatus};
@@ -79,7 +79,11 @@ impl Native<'_> {
             ReceiptStatus::Succeeded
         };
         match &step.params {
-            StepParams::RewriteDataFiles { .. } => self.compact(table, step, done).await,
+            // Equality deletes are applied by rewriting every data file they could apply to
+            // (`CompactOptions::from_step`).
+            StepParams::RewriteDataFiles { .. } | StepParams::ConvertEqualityDeletes {} => {
+                self.compact(table, step, done).await
+            }
             StepParams::RewritePositionDeletes { min_input_files } => {
                 self.position_deletes(table, *min_input_files, done).await
             }
@@ -99,21 +103,61 @@ impl Native<'_> {
                 dry_run: step_dry_run,
                 ..
             } => self.orphans(table, *older_than_ms, *step_dry_run).await,
-            StepParams::ConvertEqualityDeletes {} | StepParams::ComputeStatistics { .. } => {
-                Ok(StepResult {
-                    status: ReceiptStatus::Skipped,
-                    reason: Some(format!(
-                        "{} has no native engine yet: render the plan for Trino or Spark (rewrite_data_files applies equality deletes natively)",
-                        step.operation
-                    )),
-                    before: Footprint::default(),
-                    after: Footprint::default(),
-                    snapshot_before: None,
-                    snapshots_after: Vec::new(),
-                    details: BTreeMap::new(),
-                })
+            StepParams::ComputeStatistics { columns } => {
+                self.statistics(table, columns, done).await
             }
         }
+    }
+
+    /// `compute_statistics`.
+    async fn statistics(
+        &self,
+        table: &TableId,
+        columns: &[String],
+        done: ReceiptStatus,
+    ) -> Result<StepResult> {
+        let o = ComputeStatistics::new(self.catalog, table.clone())
+            .with_options(ComputeStatisticsOptions {
+                columns: columns.to_vec(),
+                dry_run: self.options.dry_run,
+                commit_fence: self.options.commit_fence.clone(),
+                ..ComputeStatisticsOptions::default()
+            })
+            .execute()
+            .await?;
+        let mut details = BTreeMap::new();
+        details.insert("rows".into(), o.rows.into());
+        details.insert(
+            "ndv".into(),
+            serde_json::Value::Object(
+                o.columns
+                    .iter()
+                    .map(|c| (c.name.clone(), c.ndv.into()))
+                    .collect(),
+            ),
+        );
+        if let Some(p) = &o.statistics_path {
+            details.insert("statistics_path".into(), p.clone().into());
+        }
+        if let Some(p) = &o.replaced_path {
+            details.insert("replaced_statistics_path".into(), p.clone().into());
+        }
+        let (status, reason) = match o.status {
+            ComputeStatisticsStatus::NoSnapshot => (
+                ReceiptStatus::Skipped,
+                Some("the table has no snapshot to describe".to_string()),
+            ),
+            _ => (done, None),
+        };
+        Ok(StepResult {
+            status,
+            reason,
+            before: o.before(),
+            after: o.after(),
+            snapshot_before: o.snapshot_id,
+            snapshots_after: Vec::new(),
+            details,
+        })
     }
 
     /// `rewrite_position_deletes`.

@@ -1,5 +1,5 @@
 //! Iceberg's own files, read and written in one place: `metadata.json`, manifest lists and
-//! manifests (Puffin statistics files are only referenced so far, never parsed).
+//! manifests, Puffin files.
 //!
 //! Everything else in Cryo reads these files through this module, so the spec's rules are
 //! written once:
@@ -14,6 +14,7 @@
 //!                └─ summary::for_each_summary ──▶ what a scan folds of every entry
 //!                                                                       (fast path ▸ upstream)
 //!  entries ──────── manifest_write::ManifestOut ──▶ manifest bytes (fast encoder ▸ upstream)
+//!  blobs ────────── puffin::write ──▶ a Puffin file (statistics); puffin::read_footer ◀── back
 //! ```
 //!
 //! - **One inheritance rule** (`manifest::Inheritance`): an entry without a snapshot id takes
@@ -41,6 +42,7 @@ pub(crate) mod manifest;
 pub(crate) mod manifest_list;
 pub(crate) mod manifest_write;
 mod metadata;
+pub(crate) mod puffin;
 pub(crate) mod summary;
 
 #[cfg(feature = "fuzz")]

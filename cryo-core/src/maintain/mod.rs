@@ -39,6 +39,7 @@ mod manifests;
 mod missing;
 mod orphans;
 mod position_deletes;
+mod statistics;
 
 pub use arrow::{file_listing_schema, missing_files_schema};
 pub use expire::{
@@ -66,4 +67,8 @@ pub use position_deletes::{
     PositionDeletePlan, PreparedPositionDeleteRewrite, RewritePositionDeletes,
     RewritePositionDeletesOptions, RewritePositionDeletesOutcome, SkippedDeletes,
     plan_position_delete_rewrite, rewrite_position_deletes,
+};
+pub use statistics::{
+    ColumnNdv, ComputeStatistics, ComputeStatisticsOptions, ComputeStatisticsOutcome,
+    ComputeStatisticsStatus, NDV_PROPERTY, THETA_BLOB_TYPE, compute_statistics,
 };

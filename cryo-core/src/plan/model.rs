@@ -119,6 +119,13 @@ pub enum RewriteStrategy {
         /// Columns.
         columns: Vec<String>,
     },
+    /// Hilbert-curve order by the given columns: like z-order, rows close on the curve are close
+    /// in every column, without z-order's long jumps between quadrants (native engine only:
+    /// neither Spark nor Trino has it).
+    Hilbert {
+        /// Columns.
+        columns: Vec<String>,
+    },
 }
 
 /// Parameters per operation.

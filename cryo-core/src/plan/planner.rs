@@ -174,6 +174,9 @@ impl PlanOptions {
             RewriteStrategy::ZOrder { columns } if columns.len() < 2 => {
                 bad("z-order needs at least two columns (use sort for one)")
             }
+            RewriteStrategy::Hilbert { columns } if columns.len() < 2 => {
+                bad("a Hilbert order needs at least two columns (use sort for one)")
+            }
             _ => Ok(()),
         }
     }

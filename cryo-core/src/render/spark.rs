@@ -138,6 +138,10 @@ impl SparkDialect {
                     .collect::<std::result::Result<Vec<_>, _>>()?
                     .join(", "),
             )),
+            RewriteStrategy::Hilbert { .. } => Err(
+                "Spark's rewrite_data_files has no Hilbert order (sort or zorder(...) only): run this step on Cryo's native engine, or plan a z-order for Spark"
+                    .to_string(),
+            ),
             RewriteStrategy::ZOrder { columns } => {
                 if columns.is_empty() || columns.iter().any(|c| c.trim().is_empty()) {
                     return Err("malformed plan: z-order needs column names".to_string());

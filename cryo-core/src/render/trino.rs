@@ -460,6 +460,12 @@ impl Dialect for TrinoDialect {
                                 .to_string(),
                         );
                     }
+                    RewriteStrategy::Hilbert { .. } => {
+                        return Err(
+                            "Trino's OPTIMIZE has no Hilbert order (it bin-packs only); run this step on Cryo's native engine"
+                                .to_string(),
+                        );
+                    }
                 }
                 notes.push(format!(
                     "file_size_threshold => '{}' selects files smaller than the plan's min_file_size_bytes; files with deletes attached are rewritten whatever their size",

@@ -978,6 +978,32 @@ fn options_from_a_plan_step() {
     let mut other = chunk.clone();
     other.index = 9;
     assert!(CompactOptions::from_step(&step, &other).is_err());
+
+    // Equality deletes are converted by rewriting every file of the chunk's partitions.
+    let convert = PlannedStep {
+        operation: Operation::ConvertEqualityDeletes,
+        params: StepParams::ConvertEqualityDeletes {},
+        chunks: vec![chunk.clone()],
+        because: vec![],
+        saving_usd_month: 0.0,
+    };
+    let o = CompactOptions::from_step(&convert, &chunk).unwrap();
+    assert!(o.rewrite_all && o.min_input_files == 1 && o.delete_file_threshold == 1);
+    assert_eq!(o.strategy, RewriteStrategy::BinPack);
+    assert_eq!(o.partitions.unwrap().len(), 1);
+    // Other operations are not compactions.
+    let expire = PlannedStep {
+        operation: Operation::ExpireSnapshots,
+        params: StepParams::ExpireSnapshots {
+            older_than_ms: 0,
+            retain_last: 1,
+            retention_ms: 0,
+        },
+        chunks: vec![chunk.clone()],
+        because: vec![],
+        saving_usd_month: 0.0,
+    };
+    assert!(CompactOptions::from_step(&expire, &chunk).is_err());
 }
 
 /// Demo-lake tables compacted by Cryo and committed group by group as `replace` snapshots (new

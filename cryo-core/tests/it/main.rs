@@ -31,3 +31,4 @@ mod replace;
 mod rest_scripted;
 mod scan_memo;
 mod secrets;
+mod statistics;

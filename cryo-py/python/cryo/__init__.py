@@ -12,7 +12,8 @@ The pipeline::
 
 Single operations: :meth:`Catalog.compact`, :meth:`Catalog.expire_snapshots`,
 :meth:`Catalog.rewrite_manifests`, :meth:`Catalog.rewrite_position_deletes`,
-:meth:`Catalog.remove_orphan_files`, :meth:`Catalog.missing_files`.
+:meth:`Catalog.remove_orphan_files`, :meth:`Catalog.missing_files`,
+:meth:`Catalog.compute_statistics`.
 
 In a notebook, health reports, fleet grades, fleet scans, plans and run outcomes display as HTML
 (``_repr_html_``): grade badges, a bar per deduction, the fixes, the cost, the receipts.
@@ -45,6 +46,7 @@ from ._cryo import (
     ArrowResult,
     CommitFence,
     CompactionOutcome,
+    ComputeStatisticsOutcome,
     Engine,
     ExpireOutcome,
     Finding,
@@ -168,6 +170,7 @@ __all__ = [
     "CatalogError",
     "CommitConflictError",
     "CompactionOutcome",
+    "ComputeStatisticsOutcome",
     "ConfigError",
     "CryoError",
     "DemoLake",

@@ -11,6 +11,7 @@ from . import _cryo, _progress
 from ._cryo import (
     ArrowResult,
     CompactionOutcome,
+    ComputeStatisticsOutcome,
     Engine,
     ExpireOutcome,
     FleetOutcome,
@@ -239,6 +240,15 @@ class Catalog:
     def rewrite_manifests(self, table: str, *, dry_run: Optional[bool] = None, **options: Any) -> RewriteManifestsOutcome:
         """Rewrite the current snapshot's manifests into fewer, well-clustered ones."""
         return self._native.rewrite_manifests(table, _options(dry_run=dry_run, **options))
+
+    def compute_statistics(
+        self, table: str, *, columns: Optional[list[str]] = None, dry_run: Optional[bool] = None, **options: Any
+    ) -> ComputeStatisticsOutcome:
+        """Compute the current snapshot's distinct-value statistics (Apache DataSketches theta
+        sketches in a Puffin file, registered on the snapshot): what Spark's
+        ``compute_table_stats`` writes and Trino's and Spark's optimizers read. ``columns``:
+        top-level columns by name (default: every primitive one)."""
+        return self._native.compute_statistics(table, _options(dry_run=dry_run, columns=columns, **options))
 
     def rewrite_position_deletes(
         self, table: str, *, dry_run: Optional[bool] = None, **options: Any
