@@ -125,13 +125,6 @@ export CRYO_FIXTURES=$FIXTURES CRYO_REQUIRE_PEERS=1
 step "cargo build (waiting for the background build)"
 wait_build
 
-# Every target and feature, warnings as errors; then the docs, broken links included.
-step "clippy and rustdoc (warnings are errors), the public API"
-cargo clippy --workspace --all-targets --features "$WS_FEATURES" -- -D warnings
-RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --features "$WS_FEATURES"
-# The public API of cryo-core against cryo-core/public-api.txt (CRYO_BLESS=1 accepts a change).
-python3 scripts/public_api.py
-
 # --include-ignored: the tests that need the peers (ignored by a plain `cargo test`) run here,
 # where the fixtures and services are up; the measurement test is left to its benchmark.
 step "cargo test (with the peers)"
@@ -168,12 +161,21 @@ step "python package (cryo-py: debug build installed into the peers venv)"
 # tests/py/test_lineage_spark41.py (without it they refuse, `unsupported`).
 VIRTUAL_ENV=$PEERS_VENV "$PEERS_PYTHON" -m maturin develop -q -m cryo-py/Cargo.toml --features "$WS_FEATURES"
 
-# The packages on other interpreters (Airflow and Dagster's venv, a second CPython, Node) need no
-# Spark: they run in the background beside pytest, under `nice` so that the Spark lanes keep the
-# cores, and are waited for after it. Their output goes to target/packages-lane.log.
+# Clippy, rustdoc and the public API, then the packages on other interpreters (Airflow and
+# Dagster's venv, a second CPython, Node): none needs Spark. They run in the background beside
+# pytest, under `nice` so that the Spark lanes keep the cores, and are waited for after it. Their
+# output goes to target/packages-lane.log.
 packages_lane() {
   set -e
   renice -n 10 -p "$BASHPID" >/dev/null 2>&1 || true
+  # Every target and feature, warnings as errors; then the docs, broken links included; then the
+  # public API of cryo-core against cryo-core/public-api.txt (CRYO_BLESS=1 accepts a change).
+  # Pure CPU, no peer: here, beside pytest's lanes (which leave a core idle much of the time),
+  # rather than before them.
+  echo "== clippy and rustdoc (warnings are errors), the public API"
+  cargo clippy --workspace --all-targets --features "$WS_FEATURES" -- -D warnings
+  RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --features "$WS_FEATURES"
+  python3 scripts/public_api.py
   # Airflow and Dagster have their own venv (scripts/peers.sh): install the cryo wheel there and run
   # the orchestrator tests with its python (they skip, saying why, under the peers venv).
   # The same features as `maturin develop` above: Cargo reuses that build instead of compiling cryo-py again.
@@ -207,7 +209,7 @@ packages_lane() {
   npm --prefix cryo-node run build -- --features "$WS_FEATURES"
   node --test cryo-node/test/*.test.mjs
 }
-step "packages: Airflow and Dagster, a second CPython, Node (in the background)"
+step "lints and packages: clippy, rustdoc, public API; Airflow and Dagster, a second CPython, Node (in the background)"
 mkdir -p target/packages-lane
 (packages_lane) >target/packages-lane.log 2>&1 &
 packages_pid=$!
@@ -235,11 +237,11 @@ echo "-- the Spark 4.1 half (exit $rc2):"
 cat target/pytest-lane2/log
 [ "$rc" = 0 ] && [ "$rc2" = 0 ] || exit 1
 
-step "packages (waiting for the background lane)"
+step "lints and packages (waiting for the background lane)"
 rc=0; wait "$packages_pid" || rc=$?
 cat target/packages-lane.log
 packages_pid=""
-[ "$rc" = 0 ] || { echo "the packages lane failed ($rc)"; exit "$rc"; }
+[ "$rc" = 0 ] || { echo "the lints and packages lane failed ($rc)"; exit "$rc"; }
 
 step "fuzz (waiting for the background run)"
 rc=0; wait "$fuzz_pid" || rc=$?
