@@ -39,7 +39,9 @@ async fn distinct_counts(table: &cryo_core::LoadedTable) -> BTreeMap<String, u64
         let mut seen: HashSet<Vec<u8>> = HashSet::new();
         for b in &batches {
             let col = b.column(i);
-            let rows = converter.convert_columns(&[col.clone()]).unwrap();
+            let rows = converter
+                .convert_columns(std::slice::from_ref(col))
+                .unwrap();
             for (r, row) in rows.iter().enumerate() {
                 // Nulls and empty strings are not counted (DataSketches ignores empty input).
                 let empty = col
