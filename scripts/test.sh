@@ -220,7 +220,8 @@ packages_pid=$!
 # (The two take about as long: ~35 and ~38 min under each other's load on 2 cores.)
 step "pytest (cross-implementation, and the Python package; Spark 4.1's half beside it)"
 SPARK41_TESTS=(tests/py/test_compact_interop.py tests/py/test_expire_spark.py tests/py/test_manifests_interop.py
-  tests/py/test_orphans_spark.py tests/py/test_render_spark.py tests/py/test_statistics_spark.py)
+  tests/py/test_native_run_peers.py tests/py/test_orphans_spark.py tests/py/test_render_spark.py
+  tests/py/test_statistics_spark.py)
 mkdir -p target/pytest-lane2
 lane2() {
   local rc=0

@@ -355,7 +355,8 @@ def lake(tmp_path_factory):
         spark.close()
 
 
-_CASES = [(t, op) for t in TABLES for op in OPS]
+# The Hilbert order runs where lineage is at stake (v3); on v2 it is the z-order's path with another key.
+_CASES = [(t, op) for t in TABLES for op in OPS if op != "hilbert" or _v3(t)]
 
 
 @pytest.fixture(scope="class", params=_CASES, ids=[f"{t}-{op}" for t, op in _CASES])
