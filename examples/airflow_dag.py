@@ -30,7 +30,6 @@ with DAG(
     catchup=False,
     params={
         "dry_run": Param(True, type="boolean", description="False to change the tables"),
-        "review_timeout_s": Param(3600, type="integer"),
     },
     render_template_as_native_obj=True,
     tags=["cryo"],

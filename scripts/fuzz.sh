@@ -6,7 +6,7 @@
 #   FUZZ_SECONDS=0 bash scripts/fuzz.sh                # build only, then replay the seeds
 #
 # FUZZ_SECONDS   seconds per target (default 60); FUZZ_JOBS libFuzzer workers per target (1)
-# FUZZ_BUDGET    seconds for the whole step, build included (default 480 under CI=true, none by
+# FUZZ_BUDGET    seconds for the whole step, build included (default 300 under CI=true, none by
 #                hand): after the build, each target gets at most an even share of what is
 #                left, and never less than 20 s
 # CRYO_FUZZ_TARGET_DIR  where the instrumented build goes (default: $CARGO_TARGET_DIR/fuzz when
@@ -78,7 +78,7 @@ fi
 echo "== fuzz: build took $(($(date +%s) - start)) s"
 
 BUDGET=${FUZZ_BUDGET:-}
-[ -n "$BUDGET" ] || { [ "${CI:-}" = true ] && BUDGET=480; }
+[ -n "$BUDGET" ] || { [ "${CI:-}" = true ] && BUDGET=300; }
 if [ -n "$BUDGET" ] && [ "$SECONDS_PER_TARGET" -gt 0 ]; then
   share=$(( (BUDGET - ($(date +%s) - start) - 30) / ${#TARGETS[@]} ))  # 30 s: the replay
   [ "$share" -ge 20 ] || share=20

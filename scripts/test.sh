@@ -132,6 +132,14 @@ step "cargo test (with the peers)"
 # writes the table it needs.)
 cargo test -p cryo-core --features "$CORE_FEATURES" -- --include-ignored --skip compact_bench \
   --skip commit_rest::rest_table_written_by_pyiceberg
+# What pytest runs of cryo-core's (the examples, the `it` test binary) is built now, and pytest gets
+# their paths: a cargo call there would wait for the build directory's lock while the lints lane
+# builds beside it.
+cargo build -q -p cryo-core --features "$CORE_FEATURES" --examples
+CRYO_IT_TEST_BIN=$(cargo test -q -p cryo-core --features "$CORE_FEATURES" --test it --no-run --message-format=json \
+  | "$PEERS_PYTHON" -c 'import json, sys; print([m["executable"] for m in map(json.loads, sys.stdin) if m.get("executable")][-1])')
+CRYO_EXAMPLES_DIR=${CARGO_TARGET_DIR:-$ROOT/target}/$CARGO_BUILD_TARGET/debug/examples
+export CRYO_IT_TEST_BIN CRYO_EXAMPLES_DIR
 
 # Bounded fuzzing (scripts/fuzz.sh: cold build + FUZZ_SECONDS per target; without a nightly
 # toolchain it says so and replays the seeds only). Longer runs by hand: see scripts/README.md.
@@ -225,14 +233,14 @@ SPARK41_TESTS=(tests/py/test_compact_interop.py tests/py/test_expire_spark.py te
 mkdir -p target/pytest-lane2
 lane2() {
   local rc=0
-  "$PEERS_PYTHON" -m pytest -q -p no:cacheprovider --basetemp=target/pytest-lane2/lineage tests/py/test_lineage_spark41.py || rc=1
-  "$PEERS_PYTHON" -m pytest -q -p no:cacheprovider --basetemp=target/pytest-lane2/interop "${SPARK41_TESTS[@]}" -k spark4.1 || rc=1
+  "$PEERS_PYTHON" -m pytest -q -p no:cacheprovider --basetemp=target/pytest-lane2/lineage --durations=10 tests/py/test_lineage_spark41.py || rc=1
+  "$PEERS_PYTHON" -m pytest -q -p no:cacheprovider --basetemp=target/pytest-lane2/interop --durations=15 "${SPARK41_TESTS[@]}" -k spark4.1 || rc=1
   return "$rc"
 }
 lane2 >target/pytest-lane2/log 2>&1 &
 lane2_pid=$!
 rc=0
-"$PEERS_PYTHON" -m pytest -q tests/py --ignore=tests/py/test_lineage_spark41.py -k "not spark4.1" --durations=15 || rc=$?
+"$PEERS_PYTHON" -m pytest -q tests/py --ignore=tests/py/test_lineage_spark41.py -k "not spark4.1" --durations=30 || rc=$?
 rc2=0; wait "$lane2_pid" || rc2=$?
 echo "-- the Spark 4.1 half (exit $rc2):"
 cat target/pytest-lane2/log

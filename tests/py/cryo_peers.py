@@ -60,6 +60,7 @@ __all__ = [
     "SPARK_PROCEDURES",
     "cargo_features",
     "cargo_examples",
+    "cargo_it_test",
 ]
 
 # The Spark procedure that Cryo's Spark renderer calls for each plan operation.
@@ -89,10 +90,19 @@ def cargo_features() -> list[str]:
 
 
 def cargo_examples(*names: str) -> Path:
-    """Build cryo-core's examples ``names`` (debug) and return the directory cargo put them in
+    """The directory holding cryo-core's examples ``names`` (debug builds).
+
+    Under scripts/test.sh, ``CRYO_EXAMPLES_DIR`` names the directory its build left them in, and no
+    cargo runs here (a cargo call would wait for the build directory's lock while the lints build
+    beside pytest). Otherwise cargo builds them, and the directory is where cargo put them
     (``CARGO_TARGET_DIR`` and ``CARGO_BUILD_TARGET`` read as cargo reads them)."""
     import subprocess
 
+    built = os.environ.get("CRYO_EXAMPLES_DIR")
+    if built:
+        missing = [n for n in names if not (Path(built) / n).is_file()]
+        assert not missing, f"CRYO_EXAMPLES_DIR={built} lacks {missing}"
+        return Path(built)
     cmd = ["cargo", "build", "-q", "-p", "cryo-core", *cargo_features()]
     for name in names:
         cmd += ["--example", name]
@@ -100,6 +110,16 @@ def cargo_examples(*names: str) -> Path:
     target = Path(os.environ.get("CARGO_TARGET_DIR") or _REPO / "target")
     triple = os.environ.get("CARGO_BUILD_TARGET")
     return (target / triple if triple else target) / "debug" / "examples"
+
+
+def cargo_it_test(*args: str) -> tuple[list[str], Path]:
+    """The command (and its working directory) running cryo-core's integration tests (``--test it``)
+    with the test harness's ``args``: the binary ``CRYO_IT_TEST_BIN`` names (scripts/test.sh builds
+    it before pytest: no cargo call, no wait for its lock), else ``cargo test``."""
+    built = os.environ.get("CRYO_IT_TEST_BIN")
+    if built:
+        return [built, *args], _REPO / "cryo-core"  # cargo runs a test binary in its package
+    return ["cargo", "test", "-q", "-p", "cryo-core", *cargo_features(), "--test", "it", "--", *args], _REPO
 
 
 # --------------------------------------------------------------------------------------------

@@ -125,10 +125,10 @@ def test_cryo_replace_on_a_pyiceberg_rest_table(env):
     tbl = cat.load_table(ident)
     assert len(tbl.inspect.files()) == 6
 
+    cmd, cwd = cryo_peers.cargo_it_test("commit_rest::rest_table_written_by_pyiceberg", "--exact", "--ignored", "--nocapture")
     out = subprocess.run(
-        ["cargo", "test", "--quiet", "-p", "cryo-core", *cryo_peers.cargo_features(), "--test", "it", "--",
-         "commit_rest::rest_table_written_by_pyiceberg", "--exact", "--ignored", "--nocapture"],
-        cwd=REPO,
+        cmd,
+        cwd=cwd,
         env={**os.environ, **env, "CRYO_REST_PEER_TABLE": ident},
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,

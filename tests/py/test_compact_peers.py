@@ -30,12 +30,8 @@ OUT = REPO / "target" / "cryo-compacted" / "compacted.json"
 @pytest.fixture(scope="module")
 def compacted() -> dict:
     if not OUT.exists() or os.environ.get("CRYO_COMPACTED_REBUILD"):
-        subprocess.run(
-            ["cargo", "test", "-q", "-p", "cryo-core", *cryo_peers.cargo_features(), "--test", "it", "compact::compacted_tables_for_peers", "--", "--exact"],
-            cwd=REPO,
-            check=True,
-            timeout=1800,
-        )
+        cmd, cwd = cryo_peers.cargo_it_test("compact::compacted_tables_for_peers", "--exact")
+        subprocess.run(cmd, cwd=cwd, check=True, timeout=1800)
     return json.loads(OUT.read_text())
 
 

@@ -301,10 +301,7 @@ class Lake:
 def lake(tmp_path_factory):
     root = tmp_path_factory.mktemp("crash")
     t0 = time.monotonic()
-    if os.environ.get("CRYO_EXAMPLES_DIR"):
-        bins = Path(os.environ["CRYO_EXAMPLES_DIR"])
-    else:
-        bins = cryo_peers.cargo_examples("compact", "expire", "orphans")
+    bins = cryo_peers.cargo_examples("compact", "expire", "orphans")
     build_s = time.monotonic() - t0
     lake = Lake(root, bins)
     rows = build_table(lake.work)

@@ -31,10 +31,11 @@ TABLES = ["lake.clickstream", "lake.customers", "lake.healthy", "lake.metrics_v1
 
 @pytest.fixture(scope="session")
 def lake() -> dict:
-    cmd = ["cargo", "run", "--quiet", "-p", "cryo-core", *cryo_peers.cargo_features(), "--example", "demo_lake"]
     if os.environ.get("CRYO_DEMO_LAKE_PROFILE") == "release":
-        cmd.insert(2, "--release")
-    cmd += ["--", str(LAKE_DIR)]
+        cmd = ["cargo", "run", "--quiet", "--release", "-p", "cryo-core", *cryo_peers.cargo_features(), "--example", "demo_lake", "--"]
+    else:
+        cmd = [str(cryo_peers.cargo_examples("demo_lake") / "demo_lake")]
+    cmd.append(str(LAKE_DIR))
     if os.environ.get("CRYO_DEMO_LAKE_REBUILD"):
         cmd.append("--force")
     out = subprocess.run(cmd, cwd=REPO, check=True, stdout=subprocess.PIPE, text=True, timeout=1800)

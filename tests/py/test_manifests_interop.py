@@ -192,11 +192,8 @@ def env(request, tmp_path_factory):
     line = cryo_peers.spark_line_or_skip(request.param)
     root = tmp_path_factory.mktemp(f"manifests-interop-spark{line}")
     t_module = time.monotonic()
-    if os.environ.get("CRYO_EXAMPLES_DIR"):
-        bins = Path(os.environ["CRYO_EXAMPLES_DIR"])
-    else:
-        with _timed("cargo build --example rewrite_*"):
-            bins = cryo_peers.cargo_examples("rewrite_manifests", "rewrite_position_deletes")
+    with _timed("cargo build --example rewrite_*"):
+        bins = cryo_peers.cargo_examples("rewrite_manifests", "rewrite_position_deletes")
     db, warehouse = root / "catalog.db", root / "warehouse"
     warehouse.mkdir()
     with _timed("pyiceberg table"):

@@ -51,9 +51,8 @@ import airflow_dag
 from airflow.sdk import DagRunState
 lake, approve_with = os.environ["CRYO_DEMO_LAKE"], sys.argv[2]
 
-def reviewer():  # a person reading the plan, then approving a fingerprint
-    deadline = time.time() + 120
-    while time.time() < deadline:
+def reviewer():  # a person reading the plan, then approving a fingerprint (as long as the DAG runs)
+    while True:
         plans = glob.glob(os.path.join(lake, "plans", "*.json"))
         if plans:
             plan = json.load(open(plans[0]))

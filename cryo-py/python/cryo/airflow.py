@@ -134,8 +134,11 @@ class CryoGradeFleetOperator(_CryoCatalogMixin, BaseOperator):
         }
         if self.plan_path:
             os.makedirs(os.path.dirname(os.path.abspath(self.plan_path)), exist_ok=True)
-            with open(self.plan_path, "w", encoding="utf-8") as f:
+            # Whole or not at all: a reviewer watching the directory never reads half a plan.
+            tmp = f"{self.plan_path}.{os.getpid()}.tmp"
+            with open(tmp, "w", encoding="utf-8") as f:
                 f.write(plan.to_json())
+            os.replace(tmp, self.plan_path)
             summary["plan_path"] = self.plan_path
         self.log.info(
             "graded %d tables of %s: %s; plan %s has %d steps on %d tables",
