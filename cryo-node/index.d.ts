@@ -208,6 +208,11 @@ export declare class Catalog {
    * does. `columns`: top-level columns by name (default: every primitive one).
    */
   computeStatistics(table: string, options?: Options): Promise<ComputeStatisticsOutcome>
+  /**
+   * Turn equality deletes into position deletes (v2) or deletion vectors (v3), reading only
+   * the key columns of the data files they apply to; the data files stay.
+   */
+  convertEqualityDeletes(table: string, options?: Options): Promise<ConvertEqualityDeletesOutcome>
   /** Combine small position-delete files per partition and drop dangling ones. */
   rewritePositionDeletes(table: string, options?: Options): Promise<RewritePositionDeletesOutcome>
   /**
@@ -521,6 +526,38 @@ export interface ComputeStatisticsOutcome {
   statisticsPath?: string
   /** Live rows read (deletes applied). */
   rows: number
+  /** Everything cryo-core reports (its serde form). */
+  details: Record<string, any>
+}
+
+/** What `convertEqualityDeletes` did (or, in a dry run, would do). */
+export interface ConvertEqualityDeletesOutcome {
+  /** Table identifier. */
+  table: string
+  /** True when nothing was changed (the figures say what a real run would do). */
+  dryRun: boolean
+  /** Current snapshot before the operation. */
+  snapshotBefore?: bigint
+  /** Snapshots the operation committed, in order. */
+  snapshotIds: Array<bigint>
+  /** The table's equality-delete files before. */
+  before: Footprint
+  /** Its equality-delete files left and the new position deletes, after. */
+  after: Footprint
+  /** Wall time. */
+  durationMs: number
+  /** `committed`, `dry_run`, `nothing` or `conflicted`. */
+  status: 'committed' | 'dry_run' | 'nothing' | 'conflicted'
+  /** Equality-delete files converted (they leave the table). */
+  filesConverted: number
+  /** Rows the converted deletes delete, now by position. */
+  positions: number
+  /** Data files whose key columns were read. */
+  dataFilesRead: number
+  /** True when the new deletes are deletion vectors (format v3). */
+  deletionVectors: boolean
+  /** Partitions whose equality deletes stay: partition path → reason. */
+  left: Record<string, string>
   /** Everything cryo-core reports (its serde form). */
   details: Record<string, any>
 }

@@ -172,7 +172,7 @@ fn step_line(step: &PlannedStep) -> String {
                 .sum::<u64>(),
             bytes(*target_file_size_bytes)
         ),
-        StepParams::ConvertEqualityDeletes {} | StepParams::RewritePositionDeletes { .. } => {
+        StepParams::ConvertEqualityDeletes { .. } | StepParams::RewritePositionDeletes { .. } => {
             format!(
                 "{scope}: {} files / {}",
                 step.input_files(),

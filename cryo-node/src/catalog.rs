@@ -16,8 +16,9 @@ use cryo_core::exec::{
 use cryo_core::govern::{Bandit, BanditConfig, Governor, Limits, open_locks};
 use cryo_core::grade::GradeOptions;
 use cryo_core::maintain::{
-    ComputeStatisticsOptions, ExpireOptions, FindMissingFilesOptions, RemoveOrphanFilesOptions,
-    RewriteManifestsOptions, RewritePositionDeletesOptions, compute_statistics, expire_snapshots,
+    ComputeStatisticsOptions, ConvertEqualityDeletesOptions, ExpireOptions,
+    FindMissingFilesOptions, RemoveOrphanFilesOptions, RewriteManifestsOptions,
+    RewritePositionDeletesOptions, compute_statistics, convert_equality_deletes, expire_snapshots,
     find_missing_files, remove_orphan_files, rewrite_manifests, rewrite_position_deletes,
 };
 use cryo_core::plan::{PlanOptions, TableControl, plan_scans};
@@ -40,9 +41,9 @@ use crate::arrow::ipc_batches;
 use crate::convert::{options, options_pair, serde_name, take_string};
 use crate::errors::{self, to_napi};
 use crate::models::{
-    CompactionOutcome, ComputeStatisticsOutcome, ExpireOutcome, FleetOutcome, FleetScan,
-    MissingFilesOutcome, Plan, RemoveOrphanFilesOutcome, RewriteManifestsOutcome,
-    RewritePositionDeletesOutcome, RunOutcome, TableScan,
+    CompactionOutcome, ComputeStatisticsOutcome, ConvertEqualityDeletesOutcome, ExpireOutcome,
+    FleetOutcome, FleetScan, MissingFilesOutcome, Plan, RemoveOrphanFilesOutcome,
+    RewriteManifestsOutcome, RewritePositionDeletesOutcome, RunOutcome, TableScan,
 };
 use crate::runtime::run;
 
@@ -352,6 +353,25 @@ impl Catalog {
         })
         .await?;
         ComputeStatisticsOutcome::from_core(&outcome)
+    }
+
+    /// Turn equality deletes into position deletes (v2) or deletion vectors (v3), reading only
+    /// the key columns of the data files they apply to; the data files stay.
+    #[napi]
+    pub async fn convert_equality_deletes(
+        &self,
+        table: String,
+        #[napi(ts_arg_type = "Options")] options: Option<Value>,
+    ) -> napi::Result<ConvertEqualityDeletesOutcome> {
+        let id = self.table(&table)?;
+        let opts: ConvertEqualityDeletesOptions =
+            self::options("convertEqualityDeletes options", options)?;
+        let cat = Arc::clone(&self.inner);
+        let outcome = run(Some(self.config()), move || async move {
+            convert_equality_deletes(&cat, &id, &opts).await
+        })
+        .await?;
+        ConvertEqualityDeletesOutcome::from_core(&outcome)
     }
 
     /// Combine small position-delete files per partition and drop dangling ones.

@@ -32,9 +32,10 @@ use serde_json::Value;
 pub use crate::catalog::{Catalog, ProgressEvent};
 pub use crate::fence::{CommitFence, CommitFenceOptions, WriterFence};
 pub use crate::models::{
-    CompactionOutcome, ExpireOutcome, Finding, FleetOutcome, FleetScan, FleetTable, Footprint,
-    HealthReport, MissingFilesOutcome, Plan, RemoveOrphanFilesOutcome, RewriteManifestsOutcome,
-    RewritePositionDeletesOutcome, RunOutcome, ScanError, TableScan,
+    CompactionOutcome, ConvertEqualityDeletesOutcome, ExpireOutcome, Finding, FleetOutcome,
+    FleetScan, FleetTable, Footprint, HealthReport, MissingFilesOutcome, Plan,
+    RemoveOrphanFilesOutcome, RewriteManifestsOutcome, RewritePositionDeletesOutcome, RunOutcome,
+    ScanError, TableScan,
 };
 
 /// The version of the native addon (the workspace version).

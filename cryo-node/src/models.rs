@@ -12,9 +12,11 @@ use cryo_core::compact::CompactionOutcome as CoreCompaction;
 use cryo_core::exec::MaintenanceOutcome;
 use cryo_core::grade::HealthReport as CoreReport;
 use cryo_core::maintain::{
-    ComputeStatisticsOutcome as CoreStatistics, ExpireOutcome as CoreExpire,
-    MissingFilesOutcome as CoreMissing, RemoveOrphanFilesOutcome as CoreOrphans,
-    RewriteManifestsOutcome as CoreManifests, RewritePositionDeletesOutcome as CorePositionDeletes,
+    ComputeStatisticsOutcome as CoreStatistics,
+    ConvertEqualityDeletesOutcome as CoreConvertEquality, ConvertEqualityDeletesStatus,
+    ExpireOutcome as CoreExpire, MissingFilesOutcome as CoreMissing,
+    RemoveOrphanFilesOutcome as CoreOrphans, RewriteManifestsOutcome as CoreManifests,
+    RewritePositionDeletesOutcome as CorePositionDeletes,
 };
 use cryo_core::plan::MaintenancePlan;
 use cryo_core::receipt::{self, Receipt, ReceiptStatus};
@@ -634,6 +636,42 @@ pub struct RewriteManifestsOutcome {
     pub details: Value,
 }
 
+/// What `convertEqualityDeletes` did (or, in a dry run, would do).
+#[napi(object, object_from_js = false)]
+pub struct ConvertEqualityDeletesOutcome {
+    /// Table identifier.
+    pub table: String,
+    /// True when nothing was changed (the figures say what a real run would do).
+    pub dry_run: bool,
+    /// Current snapshot before the operation.
+    pub snapshot_before: Option<BigInt>,
+    /// Snapshots the operation committed, in order.
+    pub snapshot_ids: Vec<BigInt>,
+    /// The table's equality-delete files before.
+    pub before: Footprint,
+    /// Its equality-delete files left and the new position deletes, after.
+    pub after: Footprint,
+    /// Wall time.
+    pub duration_ms: i64,
+    /// `committed`, `dry_run`, `nothing` or `conflicted`.
+    #[napi(ts_type = "'committed' | 'dry_run' | 'nothing' | 'conflicted'")]
+    pub status: String,
+    /// Equality-delete files converted (they leave the table).
+    pub files_converted: i64,
+    /// Rows the converted deletes delete, now by position.
+    pub positions: i64,
+    /// Data files whose key columns were read.
+    pub data_files_read: i64,
+    /// True when the new deletes are deletion vectors (format v3).
+    pub deletion_vectors: bool,
+    /// Partitions whose equality deletes stay: partition path → reason.
+    #[napi(ts_type = "Record<string, string>")]
+    pub left: Value,
+    /// Everything cryo-core reports (its serde form).
+    #[napi(ts_type = "Record<string, any>")]
+    pub details: Value,
+}
+
 /// What `rewritePositionDeletes` did (or, in a dry run, would do).
 #[napi(object, object_from_js = false)]
 pub struct RewritePositionDeletesOutcome {
@@ -823,6 +861,38 @@ impl RewritePositionDeletesOutcome {
             files_combined: o.files_combined() as i64,
             files_dangling: o.files_dangling() as i64,
             files_added: o.files_added() as i64,
+            details: to_value(o)?,
+        })
+    }
+}
+
+impl ConvertEqualityDeletesOutcome {
+    pub(crate) fn from_core(o: &CoreConvertEquality) -> napi::Result<Self> {
+        Ok(Self {
+            table: o.table.to_string(),
+            dry_run: o.dry_run,
+            snapshot_before: o.base_snapshot_id.map(snapshot_id),
+            snapshot_ids: ids(&o.snapshot_ids),
+            before: o.before().into(),
+            after: o.after().into(),
+            duration_ms: o.duration_ms as i64,
+            status: match o.status {
+                ConvertEqualityDeletesStatus::Committed { .. } => "committed",
+                ConvertEqualityDeletesStatus::DryRun => "dry_run",
+                ConvertEqualityDeletesStatus::Conflicted { .. } => "conflicted",
+                ConvertEqualityDeletesStatus::Nothing => "nothing",
+            }
+            .to_string(),
+            files_converted: o.files_converted as i64,
+            positions: o.positions as i64,
+            data_files_read: o.data_files_read as i64,
+            deletion_vectors: o.deletion_vectors,
+            left: Value::Object(
+                o.left
+                    .iter()
+                    .map(|l| (l.partition.path.clone(), Value::from(l.reason.clone())))
+                    .collect(),
+            ),
             details: to_value(o)?,
         })
     }

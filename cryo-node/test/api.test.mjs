@@ -348,7 +348,7 @@ test('single operations: destructive ones are dry runs unless told otherwise', a
   assert.equal(rows(damage.missing)[0].path, victim.path)
 })
 
-test('ordered compactions (sort, z-order, Hilbert) and table statistics run from Node', async () => {
+test('ordered compactions (sort, z-order, Hilbert), table statistics and equality-delete conversion run from Node', async () => {
   const own = await cryo.demoLake(join(tempDir(), 'lake'))
   const cat = own.catalog
   const table = 'lake.clickstream' // no deletes: every rewrite keeps the record count
@@ -373,6 +373,24 @@ test('ordered compactions (sort, z-order, Hilbert) and table statistics run from
   assert.equal(stats.snapshotBefore, (await cat.scan(table)).currentSnapshotId)
   assert.ok(stats.statisticsPath.endsWith('.stats') && stats.after.files === 1)
   await assert.rejects(cat.computeStatistics(table, { columns: ['no_such_column'] }), cryo.ValidationError)
+
+  // Equality deletes become position deletes; the data files and the row count stay.
+  const cdc = 'lake.customers'
+  const before = (await cat.scan(cdc)).toObject()
+  const eq = before.delete_files.equality.files
+  assert.ok(eq > 0)
+  const plan = await cat.convertEqualityDeletes(cdc, { dryRun: true })
+  assert.equal(plan.status, 'dry_run')
+  assert.equal(plan.filesConverted, eq)
+  const converted = await cat.convertEqualityDeletes(cdc)
+  assert.equal(converted.status, 'committed', stringify(converted.details))
+  assert.equal(converted.deletionVectors, false)
+  assert.deepEqual(converted.left, {})
+  const after = (await cat.scan(cdc)).toObject()
+  assert.equal(after.delete_files.equality.files, 0)
+  assert.equal(after.delete_files.position.records, converted.positions)
+  assert.deepEqual(after.data_files, before.data_files)
+  await assert.rejects(cat.convertEqualityDeletes(cdc, { concurrency: 0 }), cryo.ValidationError)
 })
 
 test('the commit fence: a writer holding it keeps Cryo from committing; released, Cryo commits', async () => {

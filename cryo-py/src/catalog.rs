@@ -15,8 +15,9 @@ use cryo_core::exec::{
 use cryo_core::govern::open_locks;
 use cryo_core::grade::GradeOptions;
 use cryo_core::maintain::{
-    ComputeStatisticsOptions, ExpireOptions, FindMissingFilesOptions, RemoveOrphanFilesOptions,
-    RewriteManifestsOptions, RewritePositionDeletesOptions, compute_statistics, expire_snapshots,
+    ComputeStatisticsOptions, ConvertEqualityDeletesOptions, ExpireOptions,
+    FindMissingFilesOptions, RemoveOrphanFilesOptions, RewriteManifestsOptions,
+    RewritePositionDeletesOptions, compute_statistics, convert_equality_deletes, expire_snapshots,
     find_missing_files, remove_orphan_files, rewrite_manifests, rewrite_position_deletes,
 };
 use cryo_core::plan::{PlanOptions, plan_scans};
@@ -34,9 +35,9 @@ use crate::convert::{options, options_pair};
 use crate::engines::{Engine, PyGovernor};
 use crate::errors::check;
 use crate::models::{
-    CompactionOutcome, ComputeStatisticsOutcome, ExpireOutcome, FleetOutcome, FleetScan,
-    MissingFilesOutcome, Plan, RemoveOrphanFilesOutcome, RewriteManifestsOutcome,
-    RewritePositionDeletesOutcome, RunOutcome, TableScan,
+    CompactionOutcome, ComputeStatisticsOutcome, ConvertEqualityDeletesOutcome, ExpireOutcome,
+    FleetOutcome, FleetScan, MissingFilesOutcome, Plan, RemoveOrphanFilesOutcome,
+    RewriteManifestsOutcome, RewritePositionDeletesOutcome, RunOutcome, TableScan,
 };
 use crate::progress::sink;
 use crate::runtime::{finish_holding_gil, wait};
@@ -332,6 +333,27 @@ impl Catalog {
             compute_statistics(&cat, &id, &opts).await
         })?;
         Ok(ComputeStatisticsOutcome {
+            inner: Arc::new(outcome),
+        })
+    }
+
+    /// Turn equality deletes into position deletes (v2) or deletion vectors (v3), the data
+    /// files untouched.
+    #[pyo3(signature = (table, options = None))]
+    fn convert_equality_deletes(
+        &self,
+        py: Python<'_>,
+        table: &str,
+        options: Option<&Bound<'_, PyDict>>,
+    ) -> PyResult<ConvertEqualityDeletesOutcome> {
+        let id = Self::table(table)?;
+        let opts: ConvertEqualityDeletesOptions =
+            self::options("convert_equality_deletes options", options)?;
+        let cat = self.core(py)?;
+        let outcome = wait(py, move || async move {
+            convert_equality_deletes(&cat, &id, &opts).await
+        })?;
+        Ok(ConvertEqualityDeletesOutcome {
             inner: Arc::new(outcome),
         })
     }

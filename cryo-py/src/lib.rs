@@ -185,6 +185,7 @@ fn _cryo(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<models::ExpireOutcome>()?;
     m.add_class::<models::RewriteManifestsOutcome>()?;
     m.add_class::<models::ComputeStatisticsOutcome>()?;
+    m.add_class::<models::ConvertEqualityDeletesOutcome>()?;
     m.add_class::<models::RewritePositionDeletesOutcome>()?;
     m.add_class::<models::RemoveOrphanFilesOutcome>()?;
     m.add_class::<models::MissingFilesOutcome>()?;

@@ -7,9 +7,11 @@ use cryo_core::compact::CompactionOutcome as CoreCompaction;
 use cryo_core::exec::MaintenanceOutcome;
 use cryo_core::grade::HealthReport as CoreReport;
 use cryo_core::maintain::{
-    ComputeStatisticsOutcome as CoreStatistics, ExpireOutcome as CoreExpire,
-    MissingFilesOutcome as CoreMissing, RemoveOrphanFilesOutcome as CoreOrphans,
-    RewriteManifestsOutcome as CoreManifests, RewritePositionDeletesOutcome as CorePositionDeletes,
+    ComputeStatisticsOutcome as CoreStatistics,
+    ConvertEqualityDeletesOutcome as CoreConvertEquality, ConvertEqualityDeletesStatus,
+    ExpireOutcome as CoreExpire, MissingFilesOutcome as CoreMissing,
+    RemoveOrphanFilesOutcome as CoreOrphans, RewriteManifestsOutcome as CoreManifests,
+    RewritePositionDeletesOutcome as CorePositionDeletes,
 };
 use cryo_core::plan::MaintenancePlan;
 use cryo_core::receipt::{self, ReceiptStatus};
@@ -676,6 +678,44 @@ outcome!(
         /// Live rows read (deletes applied).
         #[getter]
         fn rows(&self) -> u64 { self.inner.rows }
+    }
+);
+
+outcome!(
+    /// What `convert_equality_deletes` did (or, in a dry run, would do).
+    ConvertEqualityDeletesOutcome, "ConvertEqualityDeletesOutcome", CoreConvertEquality,
+    dry_run: |o| o.dry_run,
+    snapshot_before: |o| o.base_snapshot_id,
+    before: |o| o.before(),
+    after: |o| o.after(),
+    {
+        /// `committed`, `dry_run`, `nothing` or `conflicted`.
+        #[getter]
+        fn status(&self) -> &'static str {
+            match self.inner.status {
+                ConvertEqualityDeletesStatus::Committed { .. } => "committed",
+                ConvertEqualityDeletesStatus::DryRun => "dry_run",
+                ConvertEqualityDeletesStatus::Conflicted { .. } => "conflicted",
+                ConvertEqualityDeletesStatus::Nothing => "nothing",
+            }
+        }
+        /// Equality-delete files converted (they leave the table).
+        #[getter]
+        fn files_converted(&self) -> u64 { self.inner.files_converted }
+        /// Rows the converted deletes delete, now by position.
+        #[getter]
+        fn positions(&self) -> u64 { self.inner.positions }
+        /// Data files whose key columns were read.
+        #[getter]
+        fn data_files_read(&self) -> u64 { self.inner.data_files_read }
+        /// True when the new deletes are deletion vectors (format v3).
+        #[getter]
+        fn deletion_vectors(&self) -> bool { self.inner.deletion_vectors }
+        /// Partitions whose equality deletes stay, with the reason: `[(path, reason)]`.
+        #[getter]
+        fn left(&self) -> Vec<(String, String)> {
+            self.inner.left.iter().map(|l| (l.partition.path.clone(), l.reason.clone())).collect()
+        }
     }
 );
 

@@ -13,6 +13,10 @@ Per Spark line (3.5 + Iceberg 1.10, 4.1 + Iceberg 1.12), a fresh demo lake (``cr
    which PyIceberg now reads, its equality deletes applied and gone from the table.
 4. Every table is at B or better, or each finding left is one no native operation fixes (a table
    property a person sets, a partitioning to change).
+
+And on another fresh demo lake (Spark 3.5), ``lake.customers``'s equality deletes are converted to position
+deletes (``Catalog.convert_equality_deletes``: the dry run changes nothing, the data files stay) and Spark,
+DuckDB and PyIceberg read the rows they read before.
 """
 
 from __future__ import annotations
@@ -125,3 +129,38 @@ def test_native_run_keeps_every_row_and_leaves_no_equality_deletes(lake):
         # What a person does: a table property to set (then, maybe, a rewrite), or a repartition.
         left = [f for f in report.findings if not f.remedy.startswith(("set ", "repartition"))]
         assert report.grade in ("A", "B") or not left, (s.table, report.grade, [(f.code, f.remedy) for f in left])
+
+
+@pytest.fixture(scope="module")
+def cdc_lake(tmp_path_factory):
+    """A fresh demo lake read by Spark 3.5 (Spark 4.1 reads converted tables, v2 and v3, in
+    test_lineage_spark41.py)."""
+    line = cryo_peers.spark_line_or_skip(cryo_peers.DEFAULT_SPARK_LINE)
+    lake = Lake(tmp_path_factory.mktemp("convert-equality"), line)
+    try:
+        yield lake
+    finally:
+        lake.spark.close()
+
+
+def test_equality_deletes_become_position_deletes_every_reader_agrees(cdc_lake):
+    lake = cdc_lake
+    before = lake.fingerprints(EQUALITY)
+    assert set(before) == {"spark", "duckdb"} and len(set(before.values())) == 1, before
+    files_before = lake.catalog.scan(EQUALITY).to_dict()
+    eq_before = files_before["delete_files"]["equality"]["files"]
+
+    dry = lake.catalog.convert_equality_deletes(EQUALITY, dry_run=True)
+    assert (dry.status, dry.files_converted, dry.positions) == ("dry_run", eq_before, 0), dry.to_dict()
+    assert lake.fingerprints(EQUALITY) == before
+
+    out = lake.catalog.convert_equality_deletes(EQUALITY, dry_run=False)
+    assert out.status == "committed" and out.files_converted == eq_before and out.positions > 0, out.to_dict()
+    assert not out.deletion_vectors and out.left == []
+    scan = lake.catalog.scan(EQUALITY).to_dict()
+    assert scan["delete_files"]["equality"]["files"] == 0, scan["delete_files"]
+    assert scan["delete_files"]["position"]["records"] == out.positions, scan["delete_files"]
+    assert scan["data_files"] == files_before["data_files"], "the data files stay as they were"
+    # Spark and DuckDB read the same rows; PyIceberg, which refused the equality deletes, reads them too.
+    after = lake.fingerprints(EQUALITY)
+    assert after == {"spark": before["spark"], "duckdb": before["spark"], "pyiceberg": before["spark"]}, (before, after)

@@ -71,6 +71,7 @@ mod files;
 mod producer;
 mod retry;
 mod summary;
+pub(crate) use summary::expect_counts;
 mod validate;
 pub(crate) mod write;
 
@@ -94,6 +95,7 @@ pub use retry::{CommitRetry, RetryPolicy};
 pub use validate::{
     RewriteConflict, RewriteConflictKind, is_ancestor, live_subset, validate_rewrite,
 };
+pub(crate) use write::write_deletion_vectors;
 pub use write::{
     POS_DELETE_FILE_PATH_FIELD_ID, POS_DELETE_POS_FIELD_ID, WrittenFiles, write_data_files,
     write_equality_deletes, write_position_deletes,

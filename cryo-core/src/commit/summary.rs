@@ -7,6 +7,36 @@ use iceberg::spec::{
     SnapshotSummaryCollector, Summary,
 };
 
+/// Check that a committed snapshot's summary counts what the operation counted: each of
+/// `expected`'s `(summary key, count)`; `operation` names the operation in the error.
+pub(crate) fn expect_counts(
+    summary: &HashMap<String, String>,
+    expected: &[(&str, u64)],
+    operation: &str,
+) -> crate::error::Result<()> {
+    let get = |k: &str| {
+        summary
+            .get(k)
+            .and_then(|v| v.parse::<u64>().ok())
+            .unwrap_or(0)
+    };
+    if expected.iter().all(|(k, n)| get(k) == *n) {
+        return Ok(());
+    }
+    let line = |f: &dyn Fn(&str, u64) -> String| {
+        expected
+            .iter()
+            .map(|(k, n)| f(k, *n))
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    Err(crate::error::Error::Internal(format!(
+        "committed summary counts {}; the {operation} counted {}",
+        line(&|k, _| format!("{k}={}", get(k))),
+        line(&|k, n| format!("{k}={n}"))
+    )))
+}
+
 /// Java's cap on per-partition `partitions.<path>` entries (0 by default: none are written).
 const PARTITION_SUMMARY_LIMIT: &str = "write.summary.partition-limit";
 

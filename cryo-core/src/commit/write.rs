@@ -358,6 +358,113 @@ pub async fn write_position_deletes(
     Ok(WrittenFiles::new(files, &cfg))
 }
 
+/// The blob type of a deletion vector.
+pub(crate) const DELETION_VECTOR_BLOB_TYPE: &str = "deletion-vector-v1";
+/// The reserved field id of a row's position (`_pos`), the field a deletion vector is about.
+const ROW_POSITION_FIELD_ID: i32 = 2_147_483_645;
+
+/// Format v3: write deletion vectors, one `deletion-vector-v1` blob for each `(data file,
+/// positions)` — positions of rows to delete from that live data file of the table's current
+/// snapshot — in one Puffin file per partition under the table's data location. Each vector is
+/// an entry of its own: its data file as `referenced_data_file`, its blob's offset and length,
+/// its cardinality as the record count (Java's `BaseDVFileWriter`: blobs stored uncompressed,
+/// `snapshot-id` and `sequence-number` -1, properties `referenced-data-file` and `cardinality`).
+///
+/// Positions are checked against the data file's row count, as for position delete files. A
+/// data file takes at most one deletion vector: the caller makes sure it has none yet.
+pub(crate) async fn write_deletion_vectors(
+    table: &LoadedTable,
+    deletes: &[(String, Vec<i64>)],
+) -> Result<Vec<DataFile>> {
+    use iceberg::writer::file_writer::location_generator::LocationGenerator as _;
+
+    use crate::format::puffin::{self, NewBlob};
+    let md = table.metadata.as_ref();
+    let name = table.id.to_string();
+    if md.format_version() < FormatVersion::V3 {
+        return Err(Error::unsupported(format!(
+            "{name}: deletion vectors need format v3 (this table is {})",
+            md.format_version()
+        )));
+    }
+    let by_partition = group_position_deletes(table, deletes).await?;
+    let default_spec = md.default_partition_spec();
+    let spec_id = md.default_partition_spec_id();
+    let schema = Arc::clone(md.current_schema());
+    let locations =
+        DefaultLocationGenerator::new(md).map_err(|e| iceberg_error(&name, "data location", e))?;
+    let operation = uuid::Uuid::new_v4();
+    let mut written: Vec<DataFile> = Vec::new();
+    let mut locations_written: Vec<String> = Vec::new();
+    let result: Result<()> = async {
+        for (task, (_, (partition, rows))) in by_partition.into_iter().enumerate() {
+            let mut per_file: BTreeMap<String, roaring::RoaringTreemap> = BTreeMap::new();
+            for (path, pos) in rows {
+                per_file.entry(path).or_default().insert(pos as u64);
+            }
+            let blobs = per_file
+                .iter()
+                .map(|(path, set)| NewBlob {
+                    kind: DELETION_VECTOR_BLOB_TYPE.to_string(),
+                    fields: vec![ROW_POSITION_FIELD_ID],
+                    snapshot_id: -1,
+                    sequence_number: -1,
+                    properties: BTreeMap::from([
+                        ("referenced-data-file".to_string(), path.clone()),
+                        ("cardinality".to_string(), set.len().to_string()),
+                    ]),
+                    data: crate::compact::encode_deletion_vector(set),
+                    compress: false,
+                })
+                .collect();
+            let file = puffin::write(blobs, CREATED_BY)?;
+            let key = (!default_spec.is_unpartitioned()).then(|| {
+                PartitionKey::new(
+                    default_spec.as_ref().clone(),
+                    Arc::clone(&schema),
+                    partition.clone(),
+                )
+            });
+            let location = locations.generate_location(
+                key.as_ref(),
+                &format!("{task:05}-0-{operation}-00001-deletes.puffin"),
+            );
+            let size = file.bytes.len() as u64;
+            table
+                .storage
+                .write_all(&location, bytes::Bytes::from(file.bytes))
+                .await?;
+            locations_written.push(location.clone());
+            for (blob, (path, set)) in file.footer.blobs.iter().zip(&per_file) {
+                let mut b = DataFileBuilder::default();
+                b.content(DataContentType::PositionDeletes)
+                    .file_path(location.clone())
+                    .file_format(DataFileFormat::Puffin)
+                    .partition(partition.clone())
+                    .partition_spec_id(spec_id)
+                    .record_count(set.len())
+                    .file_size_in_bytes(size)
+                    .referenced_data_file(Some(path.clone()))
+                    .content_offset(Some(blob.offset as i64))
+                    .content_size_in_bytes(Some(blob.length as i64));
+                written
+                    .push(b.build().map_err(|e| {
+                        Error::compute(format!("{name}: deletion vector entry"), e)
+                    })?);
+            }
+        }
+        Ok(())
+    }
+    .await;
+    if let Err(e) = result {
+        for location in &locations_written {
+            discard(&table.storage, location).await;
+        }
+        return Err(e);
+    }
+    Ok(written)
+}
+
 /// Check each `(data file, positions)` against the table's live data files and group the
 /// positions by partition: partition path → (partition tuple, `[(data file, position)]`).
 async fn group_position_deletes(

@@ -321,8 +321,9 @@ pub(crate) fn decode_deletion_vector(blob: &[u8]) -> std::result::Result<Roaring
         .map_err(|e| format!("corrupt deletion vector bitmap: {e}"))
 }
 
-/// Encode positions as a `deletion-vector-v1` blob (tests and future writers).
-#[cfg(test)]
+/// Encode positions as a `deletion-vector-v1` blob: the 4-byte big-endian length of magic and
+/// bitmap, the magic, the bitmap (Roaring's portable 64-bit format), the CRC-32 of magic and
+/// bitmap.
 pub(crate) fn encode_deletion_vector(set: &RoaringTreemap) -> Vec<u8> {
     let mut body = DV_MAGIC.to_vec();
     set.serialize_into(&mut body).unwrap_or_default();

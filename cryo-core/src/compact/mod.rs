@@ -160,8 +160,12 @@ pub use zorder::MAX_ZORDER_COLUMNS;
 
 // The position-delete rewrite (crate::maintain) reads delete files and names partitions as
 // compaction does.
-pub(crate) use deletes::read_position_file;
+pub(crate) use deletes::{EqualitySet, GroupDeletes, encode_deletion_vector, read_position_file};
+// Turning equality deletes into position deletes (crate::maintain) reads key columns as
+// compaction reads rows.
+pub(crate) use read::{DataReader, equality_positions};
 // Table statistics (crate::maintain) read every live row as compaction reads a group.
 pub(crate) use live::{LiveRead, for_each_live_batch, live_files};
+pub(crate) use options::chunk_partitions;
 pub(crate) use plan::{PartitionPaths, recently_changed};
 pub(crate) use read::field_id;

@@ -29,6 +29,20 @@ pub struct PartitionRef {
     pub path: String,
 }
 
+/// The partitions a plan chunk names; `None` for a whole-table chunk.
+pub(crate) fn chunk_partitions(chunk: &Chunk) -> Option<BTreeSet<PartitionRef>> {
+    (!chunk.whole_table).then(|| {
+        chunk
+            .partitions
+            .iter()
+            .map(|p| PartitionRef {
+                spec_id: p.spec_id,
+                path: p.path.clone(),
+            })
+            .collect()
+    })
+}
+
 /// What to compact and how. `None` sizes come from the table (see [`CompactOptions::sizes`]).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
@@ -118,16 +132,7 @@ impl CompactOptions {
                 chunk.index
             )));
         }
-        let partitions = (!chunk.whole_table).then(|| {
-            chunk
-                .partitions
-                .iter()
-                .map(|p| PartitionRef {
-                    spec_id: p.spec_id,
-                    path: p.path.clone(),
-                })
-                .collect()
-        });
+        let partitions = chunk_partitions(chunk);
         let options = match &step.params {
             StepParams::RewriteDataFiles {
                 strategy,
@@ -146,7 +151,7 @@ impl CompactOptions {
                 partitions,
                 ..Self::default()
             },
-            StepParams::ConvertEqualityDeletes {} => Self {
+            StepParams::ConvertEqualityDeletes { .. } => Self {
                 strategy: RewriteStrategy::BinPack,
                 min_input_files: 1,
                 delete_file_threshold: 1,

@@ -714,6 +714,10 @@ impl FileJob {
         })
     }
 
+    fn probes(&self, batch: &RecordBatch) -> Result<Vec<EqualityProbe>> {
+        equality_probes(&self.table, &self.file.path, &self.equality, batch)
+    }
+
     fn bad(&self, e: &Error) -> Error {
         Error::metadata(&self.table, &self.file.path, e.to_string())
     }
@@ -813,12 +817,12 @@ async fn read_file(job: FileJob, tx: mpsc::Sender<Result<RecordBatch>>) -> Resul
             }
             continue;
         }
-        let mut keep = vec![true; n];
+        let mut deleted = vec![false; n];
         let mut pos_deleted = 0u64;
         while cursor < positions.len() && positions[cursor] < end {
             let p = positions[cursor];
             if p >= offset {
-                keep[(p - offset) as usize] = false;
+                deleted[(p - offset) as usize] = true;
                 pos_deleted += 1;
             }
             cursor += 1;
@@ -827,26 +831,10 @@ async fn read_file(job: FileJob, tx: mpsc::Sender<Result<RecordBatch>>) -> Resul
         if !job.equality.is_empty() {
             let probes = match &key_columns {
                 Some(p) => p,
-                None => key_columns.insert(equality_probes(&job, &batch)?),
+                None => key_columns.insert(job.probes(&batch)?),
             };
             for probe in probes {
-                let cols: Vec<_> = probe
-                    .columns
-                    .iter()
-                    .map(|&c| Arc::clone(batch.column(c)))
-                    .collect();
-                let rows = probe.converter.convert_columns(&cols).map_err(|e| {
-                    Error::compute(format!("{}: equality keys of {path}", job.table), e)
-                })?;
-                for (i, k) in keep.iter_mut().enumerate() {
-                    if *k {
-                        let key = rows.row(i);
-                        if probe.sets.iter().any(|s| s.keys.contains(key.as_ref())) {
-                            *k = false;
-                            eq_deleted += 1;
-                        }
-                    }
-                }
+                eq_deleted += probe.mark(&batch, &mut deleted, &job.table, &path)?;
             }
         }
         counts.rows_read += n as u64;
@@ -860,7 +848,8 @@ async fn read_file(job: FileJob, tx: mpsc::Sender<Result<RecordBatch>>) -> Resul
         let out = if pos_deleted + eq_deleted == 0 {
             batch
         } else {
-            filter_record_batch(&batch, &BooleanArray::from(keep))
+            let keep: BooleanArray = deleted.iter().map(|d| Some(!d)).collect();
+            filter_record_batch(&batch, &keep)
                 .map_err(|e| Error::compute("filter deleted rows", e))?
         };
         if out.num_rows() > 0 && tx.send(Ok(out)).await.is_err() {
@@ -888,7 +877,47 @@ struct EqualityProbe {
     sets: Vec<Arc<EqualitySet>>,
 }
 
-fn equality_probes(job: &FileJob, batch: &RecordBatch) -> Result<Vec<EqualityProbe>> {
+impl EqualityProbe {
+    /// Mark each row of `batch` not marked yet whose key one of the sets holds; returns how
+    /// many it marked.
+    fn mark(
+        &self,
+        batch: &RecordBatch,
+        marked: &mut [bool],
+        table: &str,
+        path: &str,
+    ) -> Result<u64> {
+        let cols: Vec<_> = self
+            .columns
+            .iter()
+            .map(|&c| Arc::clone(batch.column(c)))
+            .collect();
+        let rows = self
+            .converter
+            .convert_columns(&cols)
+            .map_err(|e| Error::compute(format!("{table}: equality keys of {path}"), e))?;
+        let mut n = 0;
+        for (i, m) in marked.iter_mut().enumerate() {
+            if !*m
+                && self
+                    .sets
+                    .iter()
+                    .any(|s| s.keys.contains(rows.row(i).as_ref()))
+            {
+                *m = true;
+                n += 1;
+            }
+        }
+        Ok(n)
+    }
+}
+
+fn equality_probes(
+    table: &str,
+    path: &str,
+    equality: &[Arc<EqualitySet>],
+    batch: &RecordBatch,
+) -> Result<Vec<EqualityProbe>> {
     let schema = batch.schema();
     let by_id: HashMap<i32, usize> = schema
         .fields()
@@ -902,7 +931,7 @@ fn equality_probes(job: &FileJob, batch: &RecordBatch) -> Result<Vec<EqualityPro
         })
         .collect();
     let mut probes: Vec<(Vec<i32>, EqualityProbe)> = Vec::new();
-    for set in &job.equality {
+    for set in equality {
         if let Some((_, p)) = probes.iter_mut().find(|(ids, _)| *ids == set.ids) {
             p.sets.push(Arc::clone(set));
             continue;
@@ -913,8 +942,7 @@ fn equality_probes(job: &FileJob, batch: &RecordBatch) -> Result<Vec<EqualityPro
             .map(|id| {
                 by_id.get(id).copied().ok_or_else(|| {
                     Error::Internal(format!(
-                        "{}: equality field {id} missing from the rows of {}",
-                        job.table, job.file.path
+                        "{table}: equality field {id} missing from the rows of {path}"
                     ))
                 })
             })
@@ -929,6 +957,65 @@ fn equality_probes(job: &FileJob, batch: &RecordBatch) -> Result<Vec<EqualityPro
         ));
     }
     Ok(probes.into_iter().map(|(_, p)| p).collect())
+}
+
+/// The positions of `file`'s rows that one of the equality delete sets `equality` deletes,
+/// reading only their key columns (what turning equality deletes into position deletes needs).
+/// Positions in `skip` (already deleted by position) are left out.
+pub(crate) async fn equality_positions(
+    reader: &DataReader,
+    table: &str,
+    file: &GroupDataFile,
+    equality: &[Arc<EqualitySet>],
+    skip: &[u64],
+) -> Result<roaring::RoaringTreemap> {
+    let mut ids: Vec<i32> = equality
+        .iter()
+        .flat_map(|s| s.ids.iter().copied())
+        .collect();
+    ids.sort_unstable();
+    ids.dedup();
+    let mut stream = reader.stream(&file.path, file.size_bytes, &ids).await?;
+    let mut out = roaring::RoaringTreemap::new();
+    let mut probes: Option<Vec<EqualityProbe>> = None;
+    let mut offset: u64 = 0;
+    let mut cursor = 0usize;
+    while let Some(batch) = stream.next().await {
+        let batch = batch?;
+        let n = batch.num_rows() as u64;
+        if n == 0 {
+            continue;
+        }
+        let probes = match &probes {
+            Some(p) => p,
+            None => probes.insert(equality_probes(table, &file.path, equality, &batch)?),
+        };
+        let mut hit = vec![false; batch.num_rows()];
+        for probe in probes {
+            probe.mark(&batch, &mut hit, table, &file.path)?;
+        }
+        for (i, h) in hit.into_iter().enumerate() {
+            let p = offset + i as u64;
+            while cursor < skip.len() && skip[cursor] < p {
+                cursor += 1;
+            }
+            if h && skip.get(cursor) != Some(&p) {
+                out.insert(p);
+            }
+        }
+        offset += n;
+    }
+    if offset != file.records {
+        return Err(Error::metadata(
+            table,
+            &file.path,
+            format!(
+                "data file has {offset} rows, its manifest entry says {}; row positions cannot be trusted",
+                file.records
+            ),
+        ));
+    }
+    Ok(out)
 }
 
 #[cfg(test)]

@@ -930,22 +930,13 @@ fn verify(
     summary: &std::collections::HashMap<String, String>,
     groups: &[RewrittenGroup],
 ) -> Result<()> {
-    let get = |k: &str| {
-        summary
-            .get(k)
-            .and_then(|v| v.parse::<u64>().ok())
-            .unwrap_or(0)
-    };
     let written: u64 = groups.iter().map(|g| g.rows_written).sum();
     let read: u64 = groups.iter().map(|g| g.rows_read).sum();
-    if get("added-records") != written || get("deleted-records") != read {
-        return Err(Error::Internal(format!(
-            "committed summary counts added-records={} deleted-records={}, the rewrite counted {written} written and {read} read",
-            get("added-records"),
-            get("deleted-records")
-        )));
-    }
-    Ok(())
+    crate::commit::expect_counts(
+        summary,
+        &[("added-records", written), ("deleted-records", read)],
+        "rewrite",
+    )
 }
 
 /// Compact one table with default run options.

@@ -7,14 +7,15 @@ use std::time::Instant;
 use super::run::MaintenanceOptions;
 use crate::catalog::{Catalog, TableId};
 use crate::clock::Clock;
-use crate::compact::{CompactOptions, Compaction, GroupStatus};
+use crate::compact::{CompactOptions, Compaction, GroupStatus, PartitionRef, chunk_partitions};
 use crate::error::Result;
 use crate::maintain::{
-    ComputeStatistics, ComputeStatisticsOptions, ComputeStatisticsStatus, DeleteGroupStatus,
-    ExpireOptions, ExpireSnapshots, RemoveOrphanFiles, RemoveOrphanFilesOptions, RewriteManifests,
+    ComputeStatistics, ComputeStatisticsOptions, ComputeStatisticsStatus, ConvertEqualityDeletes,
+    ConvertEqualityDeletesOptions, ConvertEqualityDeletesStatus, DeleteGroupStatus, ExpireOptions,
+    ExpireSnapshots, RemoveOrphanFiles, RemoveOrphanFilesOptions, RewriteManifests,
     RewriteManifestsOptions, RewritePositionDeletes, RewritePositionDeletesOptions,
 };
-use crate::plan::{PlannedStep, StepParams};
+use crate::plan::{Chunk, EqualityDeleteMethod, PartitionTarget, PlannedStep, StepParams};
 use crate::receipt::{Footprint, Receipt, ReceiptStatus};
 
 /// What one step did, for its receipt.
@@ -80,10 +81,16 @@ impl Native<'_> {
         };
         match &step.params {
             // Equality deletes are applied by rewriting every data file they could apply to
-            // (`CompactOptions::from_step`).
-            StepParams::RewriteDataFiles { .. } | StepParams::ConvertEqualityDeletes {} => {
-                self.compact(table, step, done).await
-            }
+            // (`CompactOptions::from_step`), or turned into position deletes.
+            StepParams::RewriteDataFiles { .. }
+            | StepParams::ConvertEqualityDeletes {
+                method: EqualityDeleteMethod::Rewrite,
+                ..
+            } => self.compact(table, step, done).await,
+            StepParams::ConvertEqualityDeletes {
+                method: EqualityDeleteMethod::PositionDeletes,
+                ..
+            } => self.convert_equality_deletes(table, step, done).await,
             StepParams::RewritePositionDeletes { min_input_files } => {
                 self.position_deletes(table, *min_input_files, done).await
             }
@@ -107,6 +114,156 @@ impl Native<'_> {
                 self.statistics(table, columns, done).await
             }
         }
+    }
+
+    /// `convert_equality_deletes` to position deletes, chunk by chunk. Partitions the
+    /// conversion leaves (v3 data files that already have a vector, files of an older spec) get
+    /// the rewrite instead, so that no equality delete the step was for stays.
+    async fn convert_equality_deletes(
+        &self,
+        table: &TableId,
+        step: &PlannedStep,
+        done: ReceiptStatus,
+    ) -> Result<StepResult> {
+        let mut details = BTreeMap::new();
+        let (mut before, mut after) = (Footprint::default(), Footprint::default());
+        let mut snapshot_before = None;
+        let mut snapshots_after = Vec::new();
+        let (mut converted, mut positions, mut added) = (0u64, 0u64, 0u64);
+        let mut conflicts = Vec::new();
+        let mut left = Vec::new();
+        for chunk in &step.chunks {
+            let o = ConvertEqualityDeletes::new(self.catalog, table.clone())
+                .with_options(ConvertEqualityDeletesOptions {
+                    dry_run: self.options.dry_run,
+                    partitions: chunk_partitions(chunk),
+                    quiet_period_ms: self.options.quiet_period_ms,
+                    commit_fence: self.options.commit_fence.clone(),
+                    ..ConvertEqualityDeletesOptions::default()
+                })
+                .execute()
+                .await?;
+            snapshot_before = snapshot_before.or(o.base_snapshot_id);
+            snapshots_after.extend(o.snapshot_ids.iter().copied());
+            let (b, a) = (o.before(), o.after());
+            if before == Footprint::default() {
+                before = b;
+            }
+            after = a;
+            converted += o.files_converted;
+            positions += o.positions;
+            added += o.delete_files_added;
+            if let ConvertEqualityDeletesStatus::Conflicted { reason } = &o.status {
+                conflicts.push(reason.clone());
+            }
+            left.extend(
+                o.left
+                    .iter()
+                    .map(|l| (l.partition.clone(), l.reason.clone())),
+            );
+        }
+        details.insert("method".into(), "position_deletes".into());
+        details.insert("equality_delete_files_converted".into(), converted.into());
+        details.insert("positions".into(), positions.into());
+        details.insert("delete_files_added".into(), added.into());
+        if let StepParams::ConvertEqualityDeletes { why, .. } = &step.params
+            && !why.is_empty()
+        {
+            details.insert("why".into(), why.clone().into());
+        }
+        if !left.is_empty() {
+            details.insert(
+                "left_for_rewrite".into(),
+                serde_json::Value::Object(
+                    left.iter()
+                        .map(|(p, r)| (p.path.clone(), r.clone().into()))
+                        .collect(),
+                ),
+            );
+            let r = self.rewrite_left(table, step, &left, done).await?;
+            snapshots_after.extend(r.snapshots_after);
+            details.insert(
+                "rewrite".into(),
+                serde_json::to_value(&r.details).unwrap_or_default(),
+            );
+            if r.status == ReceiptStatus::Failed {
+                return Ok(StepResult {
+                    status: ReceiptStatus::Failed,
+                    reason: r
+                        .reason
+                        .map(|m| format!("the rewrite of the partitions left: {m}")),
+                    before,
+                    after,
+                    snapshot_before,
+                    snapshots_after,
+                    details,
+                });
+            }
+        }
+        let (status, reason) = if conflicts.is_empty() {
+            (done, None)
+        } else {
+            (
+                ReceiptStatus::Failed,
+                Some(format!(
+                    "conflicted with a concurrent writer (its new files were removed): {}",
+                    conflicts.join("; ")
+                )),
+            )
+        };
+        Ok(StepResult {
+            status,
+            reason,
+            before,
+            after,
+            snapshot_before,
+            snapshots_after,
+            details,
+        })
+    }
+
+    /// The rewrite (the other method) of the partitions a conversion left.
+    async fn rewrite_left(
+        &self,
+        table: &TableId,
+        step: &PlannedStep,
+        left: &[(PartitionRef, String)],
+        done: ReceiptStatus,
+    ) -> Result<StepResult> {
+        let partitions: Vec<PartitionTarget> = left
+            .iter()
+            .map(|(p, _)| {
+                step.chunks
+                    .iter()
+                    .flat_map(|c| &c.partitions)
+                    .find(|t| t.spec_id == p.spec_id && t.path == p.path)
+                    .cloned()
+                    .unwrap_or_else(|| PartitionTarget {
+                        spec_id: p.spec_id,
+                        path: p.path.clone(),
+                        predicate: Vec::new(),
+                        files: 0,
+                        bytes: 0,
+                        score: 0.0,
+                    })
+            })
+            .collect();
+        let rewrite = PlannedStep {
+            params: StepParams::ConvertEqualityDeletes {
+                method: EqualityDeleteMethod::Rewrite,
+                why: String::new(),
+            },
+            chunks: vec![Chunk {
+                index: 0,
+                whole_table: false,
+                input_files: partitions.iter().map(|p| p.files).sum(),
+                input_bytes: partitions.iter().map(|p| p.bytes).sum(),
+                expected_output_files: 0,
+                partitions,
+            }],
+            ..step.clone()
+        };
+        self.compact(table, &rewrite, done).await
     }
 
     /// `compute_statistics`.

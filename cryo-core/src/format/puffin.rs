@@ -69,6 +69,9 @@ pub(crate) struct NewBlob {
     pub(crate) properties: BTreeMap<String, String>,
     /// Uncompressed bytes.
     pub(crate) data: Vec<u8>,
+    /// Compress with zstd (deletion vectors are stored as they are: readers fetch them by
+    /// offset and length).
+    pub(crate) compress: bool,
 }
 
 /// A Puffin file written in memory.
@@ -82,7 +85,8 @@ pub(crate) struct PuffinFile {
     pub(crate) footer: Footer,
 }
 
-/// Write `blobs` (each compressed with zstd) and a footer naming `created_by`.
+/// Write `blobs` (each compressed with zstd where it asks to be) and a footer naming
+/// `created_by`.
 pub(crate) fn write(blobs: Vec<NewBlob>, created_by: &str) -> Result<PuffinFile> {
     let mut bytes = MAGIC.to_vec();
     let mut footer = Footer {
@@ -90,19 +94,23 @@ pub(crate) fn write(blobs: Vec<NewBlob>, created_by: &str) -> Result<PuffinFile>
         properties: BTreeMap::from([("created-by".to_string(), created_by.to_string())]),
     };
     for blob in blobs {
-        let compressed = zstd::bulk::compress(&blob.data, 3)
-            .map_err(|e| Error::compute("compressing a Puffin blob", e))?;
+        let stored = if blob.compress {
+            zstd::bulk::compress(&blob.data, 3)
+                .map_err(|e| Error::compute("compressing a Puffin blob", e))?
+        } else {
+            blob.data
+        };
         footer.blobs.push(BlobEntry {
             kind: blob.kind,
             fields: blob.fields,
             snapshot_id: blob.snapshot_id,
             sequence_number: blob.sequence_number,
             offset: bytes.len() as u64,
-            length: compressed.len() as u64,
-            compression_codec: Some(ZSTD.to_string()),
+            length: stored.len() as u64,
+            compression_codec: blob.compress.then(|| ZSTD.to_string()),
             properties: blob.properties,
         });
-        bytes.extend_from_slice(&compressed);
+        bytes.extend_from_slice(&stored);
     }
     let payload =
         serde_json::to_vec(&footer).map_err(|e| Error::Internal(format!("Puffin footer: {e}")))?;
@@ -213,6 +221,7 @@ mod tests {
             sequence_number: 3,
             properties: BTreeMap::from([("ndv".to_string(), "2".to_string())]),
             data: data.to_vec(),
+            compress: field != 2,
         }
     }
 
@@ -240,6 +249,13 @@ mod tests {
         let start = f.bytes.len() - f.footer_size as usize;
         assert_eq!(&f.bytes[start..start + 4], b"PFA1");
         assert_eq!(footer.blobs[0].offset, 4);
+        // A blob stored as it is (a deletion vector) has no codec and its bytes in place.
+        let stored = &footer.blobs[1];
+        assert_eq!(
+            (stored.compression_codec.as_deref(), stored.length),
+            (None, 100)
+        );
+        assert_eq!(footer.blobs[0].compression_codec.as_deref(), Some("zstd"));
     }
 
     #[test]

@@ -34,6 +34,7 @@
 //! ```
 
 mod arrow;
+mod equality_deletes;
 mod expire;
 mod manifests;
 mod missing;
@@ -42,6 +43,10 @@ mod position_deletes;
 mod statistics;
 
 pub use arrow::{file_listing_schema, missing_files_schema};
+pub use equality_deletes::{
+    ConvertEqualityDeletes, ConvertEqualityDeletesOptions, ConvertEqualityDeletesOutcome,
+    ConvertEqualityDeletesStatus, LeftPartition, PreparedConversion, convert_equality_deletes,
+};
 pub use expire::{
     DEFAULT_MAX_SNAPSHOT_AGE_MS, DeleteFailure as ExpiryDeleteFailure, ExpireOptions,
     ExpireOutcome, ExpireSnapshots, ExpiredFile, ExpiredFileKind, FilesByKind, History, Retention,

@@ -1168,22 +1168,16 @@ impl CommitOp for GroupsCommit<'_> {
 
 /// The committed summary must count the positions the rewrite counted.
 fn verify(summary: &HashMap<String, String>, groups: &[Rewritten]) -> Result<()> {
-    let get = |k: &str| {
-        summary
-            .get(k)
-            .and_then(|v| v.parse::<u64>().ok())
-            .unwrap_or(0)
-    };
     let written: u64 = groups.iter().map(|g| g.rows_out).sum();
     let read: u64 = groups.iter().map(|g| g.rows_in).sum();
-    if get("added-position-deletes") != written || get("removed-position-deletes") != read {
-        return Err(Error::Internal(format!(
-            "committed summary counts added-position-deletes={} removed-position-deletes={}, the rewrite counted {written} written and {read} replaced",
-            get("added-position-deletes"),
-            get("removed-position-deletes")
-        )));
-    }
-    Ok(())
+    crate::commit::expect_counts(
+        summary,
+        &[
+            ("added-position-deletes", written),
+            ("removed-position-deletes", read),
+        ],
+        "position-delete rewrite",
+    )
 }
 
 /// Rewrite the position deletes of one table.

@@ -369,6 +369,7 @@ fn statistics_file(
                     ndv_of(compact.estimate()).to_string(),
                 )]),
                 data: java_compact_bytes(compact.serialize()),
+                compress: true,
             }
         })
         .collect();

@@ -62,9 +62,9 @@ mod planner;
 mod predicate;
 
 pub use model::{
-    Chunk, FieldPredicate, Literal, MaintenancePlan, PLAN_FORMAT_VERSION, PartitionTarget,
-    PlannedStep, PredicateKind, RewriteStrategy, SkippedStep, SkippedTable, StepParams,
-    TableControl, TablePlan, Window,
+    Chunk, EqualityDeleteMethod, FieldPredicate, Literal, MaintenancePlan, PLAN_FORMAT_VERSION,
+    PartitionTarget, PlannedStep, PredicateKind, RewriteStrategy, SkippedStep, SkippedTable,
+    StepParams, TableControl, TablePlan, Window,
 };
 pub(crate) use planner::window_opens_in;
 pub use planner::{ExpirePolicy, OrphanPolicy, PlanOptions, plan_fleet, plan_scans, plan_table};

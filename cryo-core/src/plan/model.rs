@@ -128,12 +128,34 @@ pub enum RewriteStrategy {
     },
 }
 
+/// How a `convert_equality_deletes` step applies the equality deletes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum EqualityDeleteMethod {
+    /// Rewrite every data file of the partitions with the deletes applied (a bin-pack): the
+    /// only way Spark and Trino have, and what a partition that needs compacting anyway or a
+    /// small table should get.
+    #[default]
+    Rewrite,
+    /// Turn them into position deletes (v2) or deletion vectors (v3), reading only the key
+    /// columns of the data files they apply to; the data files stay as they are (the native
+    /// engine, [`crate::maintain::ConvertEqualityDeletes`]; Spark and Trino renderings rewrite).
+    PositionDeletes,
+}
+
 /// Parameters per operation.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "operation", rename_all = "snake_case")]
 pub enum StepParams {
     /// `convert_equality_deletes`.
-    ConvertEqualityDeletes {},
+    ConvertEqualityDeletes {
+        /// How (plans written before the choice existed rewrite).
+        #[serde(default)]
+        method: EqualityDeleteMethod,
+        /// Why the planner chose it.
+        #[serde(default, skip_serializing_if = "String::is_empty")]
+        why: String,
+    },
     /// `rewrite_position_deletes`.
     RewritePositionDeletes {
         /// Minimum delete files in a partition to combine them.
@@ -188,7 +210,7 @@ impl StepParams {
     /// The operation these parameters belong to.
     pub fn operation(&self) -> Operation {
         match self {
-            StepParams::ConvertEqualityDeletes {} => Operation::ConvertEqualityDeletes,
+            StepParams::ConvertEqualityDeletes { .. } => Operation::ConvertEqualityDeletes,
             StepParams::RewritePositionDeletes { .. } => Operation::RewritePositionDeletes,
             StepParams::RewriteDataFiles { .. } => Operation::RewriteDataFiles,
             StepParams::ComputeStatistics { .. } => Operation::ComputeStatistics,

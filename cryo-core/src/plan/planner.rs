@@ -5,8 +5,9 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use super::model::{
-    Chunk, MaintenancePlan, PLAN_FORMAT_VERSION, PartitionTarget, PlannedStep, RewriteStrategy,
-    SkippedStep, SkippedTable, StepParams, TableControl, TablePlan, Window,
+    Chunk, EqualityDeleteMethod, MaintenancePlan, PLAN_FORMAT_VERSION, PartitionTarget,
+    PlannedStep, RewriteStrategy, SkippedStep, SkippedTable, StepParams, TableControl, TablePlan,
+    Window,
 };
 use super::predicate::field_predicate;
 use crate::catalog::TableId;
@@ -381,6 +382,74 @@ fn saving(report: &HealthReport, op: Operation) -> f64 {
         .sum()
 }
 
+/// How to apply a table's equality deletes, and why: rewriting the data files of the chunks'
+/// partitions (bin-pack, deletes applied) reads and writes all of them; converting the deletes
+/// to position deletes reads only the key columns of the data files they apply to and writes a
+/// small delete file per partition, but leaves deletes for readers to apply. The rewrite wins
+/// where it costs little (a small table), where it does work that is due anyway (partitions with
+/// small files, files of an older spec), and on v3 where data files already have deletion
+/// vectors (a data file takes one).
+fn equality_delete_method(
+    scan: &TableScan,
+    options: &PlanOptions,
+    chunks: &[Chunk],
+    small_table: bool,
+) -> (EqualityDeleteMethod, String) {
+    let targets: BTreeSet<(i32, &str)> = chunks
+        .iter()
+        .flat_map(|c| c.partitions.iter().map(|p| (p.spec_id, p.path.as_str())))
+        .collect();
+    let whole_table = chunks.iter().any(|c| c.whole_table);
+    let parts: Vec<&PartitionStats> = scan
+        .partitions
+        .iter()
+        .filter(|p| whole_table || targets.contains(&(p.spec_id, p.path.as_str())))
+        .filter(|p| p.delete_files.equality.files > 0)
+        .collect();
+    let bytes: u64 = chunks.iter().map(|c| c.input_bytes).sum();
+    let rewrite = |why: String| (EqualityDeleteMethod::Rewrite, why);
+    if small_table {
+        return rewrite(format!(
+            "the table is small ({}): rewriting it costs little and leaves no delete file for readers",
+            fmt_bytes(bytes)
+        ));
+    }
+    let default_spec = scan.partitioning.default_spec_id;
+    if let Some(p) = parts.iter().find(|p| !p.in_spec(default_spec)) {
+        return rewrite(format!(
+            "partition {:?} is in an older partition spec: the rewrite moves its files to the current one",
+            p.path
+        ));
+    }
+    let small = parts
+        .iter()
+        .filter(|p| p.data_files.small_count >= u64::from(options.min_input_files.max(2)))
+        .count();
+    if small > 0 {
+        return rewrite(format!(
+            "{small} of the {} partitions with equality deletes need compacting too: one rewrite compacts them and applies the deletes",
+            parts.len()
+        ));
+    }
+    if scan.format_version >= 3
+        && parts
+            .iter()
+            .any(|p| p.delete_files.position.files + p.delete_files.deletion_vectors.files > 0)
+    {
+        return rewrite(
+            "data files here already have deletion vectors or position deletes, which a conversion would have to merge (a data file takes one vector): the rewrite applies them all"
+                .to_string(),
+        );
+    }
+    (
+        EqualityDeleteMethod::PositionDeletes,
+        format!(
+            "converting reads only the key columns of the data files the deletes apply to (of {}) and writes a small delete file per partition, where a rewrite would read and write all of it",
+            fmt_bytes(bytes)
+        ),
+    )
+}
+
 /// Plan one table. Pure: same inputs, same plan.
 #[allow(clippy::too_many_lines)] // the seven operations in order, each a short block
 pub fn plan_table(
@@ -544,9 +613,10 @@ pub fn plan_table(
                 within_budget(op, chunks, &mut budget_left)
             };
             if !chunks.is_empty() {
+                let (method, why) = equality_delete_method(scan, options, &chunks, whole);
                 plan.steps.push(PlannedStep {
                     operation: op,
-                    params: StepParams::ConvertEqualityDeletes {},
+                    params: StepParams::ConvertEqualityDeletes { method, why },
                     chunks,
                     because: because_or(report, op, "equality_deletes_present"),
                     saving_usd_month: saving(report, op),

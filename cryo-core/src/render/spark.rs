@@ -15,7 +15,9 @@
 use std::fmt::Write as _;
 
 use crate::catalog::TableId;
-use crate::plan::{FieldPredicate, PlannedStep, PredicateKind, RewriteStrategy, StepParams};
+use crate::plan::{
+    EqualityDeleteMethod, FieldPredicate, PlannedStep, PredicateKind, RewriteStrategy, StepParams,
+};
 
 use super::literal::{Typed, typed, utc_millis_text};
 use super::{Conjunction, Dialect, Filter, SparkOptions, Term, or_conjunctions};
@@ -388,7 +390,13 @@ impl Dialect for SparkDialect {
         let iceberg = self.options.iceberg_version;
         let mut notes = Vec::new();
         match &step.params {
-            StepParams::ConvertEqualityDeletes {} => {
+            StepParams::ConvertEqualityDeletes { method, .. } => {
+                if *method == EqualityDeleteMethod::PositionDeletes {
+                    notes.push(
+                        "the plan converts these equality deletes to position deletes, which only Cryo's native engine does: Spark rewrites the data files instead"
+                            .to_string(),
+                    );
+                }
                 notes.push(
                     "Iceberg has no procedure that converts equality deletes: rewrite_data_files with rewrite-all rewrites every data file of the selected partitions, applying their deletes (delete-file-threshold alone would leave files whose stats rule the deletes out, and the deletes would still apply to them by sequence number)"
                         .to_string(),
@@ -493,7 +501,7 @@ impl Dialect for SparkDialect {
         )];
         let where_arg = filter.map(|f| format!("where => {}", self.quote_string(f)));
         Ok(match params {
-            StepParams::ConvertEqualityDeletes {} => {
+            StepParams::ConvertEqualityDeletes { .. } => {
                 args.push("strategy => 'binpack'".to_string());
                 args.extend(where_arg);
                 let mut opts = vec![("rewrite-all", "true".to_string())];

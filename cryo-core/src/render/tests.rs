@@ -6,7 +6,10 @@
 use super::*;
 use crate::catalog::Namespace;
 use crate::grade::Grade;
-use crate::plan::{Chunk, Literal, PartitionTarget, PredicateKind, RewriteStrategy, TablePlan};
+use crate::plan::{
+    Chunk, EqualityDeleteMethod, Literal, PartitionTarget, PredicateKind, RewriteStrategy,
+    TablePlan,
+};
 
 const DAY: i64 = 86_400_000;
 const NOW: i64 = 1_780_272_000_000; // 2026-06-01T00:00:00Z
@@ -896,7 +899,10 @@ fn every_operation_for_trino() {
         &trino(480),
         vec![
             step(
-                StepParams::ConvertEqualityDeletes {},
+                StepParams::ConvertEqualityDeletes {
+                    method: EqualityDeleteMethod::Rewrite,
+                    why: String::new(),
+                },
                 vec![chunk(0, vec![part("c=a", vec![cat("a")])])],
             ),
             step(
@@ -959,7 +965,10 @@ fn every_operation_for_spark() {
         &spark(),
         vec![
             step(
-                StepParams::ConvertEqualityDeletes {},
+                StepParams::ConvertEqualityDeletes {
+                    method: EqualityDeleteMethod::Rewrite,
+                    why: String::new(),
+                },
                 vec![chunk(0, vec![])],
             ),
             step(
@@ -1296,7 +1305,10 @@ fn spark_version_gates_and_floors() {
     let t = render_one(
         &spark_v((3, 5), (1, 5, 2)),
         vec![step(
-            StepParams::ConvertEqualityDeletes {},
+            StepParams::ConvertEqualityDeletes {
+                method: EqualityDeleteMethod::Rewrite,
+                why: String::new(),
+            },
             vec![chunk(0, vec![])],
         )],
     );

@@ -25,7 +25,8 @@ use std::fmt::Write as _;
 
 use crate::catalog::TableId;
 use crate::plan::{
-    FieldPredicate, PartitionTarget, PlannedStep, PredicateKind, RewriteStrategy, StepParams,
+    EqualityDeleteMethod, FieldPredicate, PartitionTarget, PlannedStep, PredicateKind,
+    RewriteStrategy, StepParams,
 };
 
 use super::literal::{self, Typed, data_size_text, duration_text, typed};
@@ -423,7 +424,13 @@ impl Dialect for TrinoDialect {
             ));
         }
         match &step.params {
-            StepParams::ConvertEqualityDeletes {} => {
+            StepParams::ConvertEqualityDeletes { method, .. } => {
+                if *method == EqualityDeleteMethod::PositionDeletes {
+                    notes.push(
+                        "the plan converts these equality deletes to position deletes, which only Cryo's native engine does: Trino rewrites the data files instead"
+                            .to_string(),
+                    );
+                }
                 notes.push(
                     "Trino has no equality-delete conversion: OPTIMIZE with file_size_threshold => '1PB' (no file is that large) selects every data file of the selected partitions and rewrites them, applying their deletes (Trino leaves a partition alone when it holds a single file and no delete applies to it); whether Trino also drops the applied delete files from metadata depends on the release"
                         .to_string(),
@@ -575,7 +582,7 @@ impl Dialect for TrinoDialect {
             None => base,
         };
         Ok(match params {
-            StepParams::ConvertEqualityDeletes {} => with_where(format!(
+            StepParams::ConvertEqualityDeletes { .. } => with_where(format!(
                 "ALTER TABLE {t} EXECUTE optimize(file_size_threshold => '1PB')"
             )),
             StepParams::RewriteDataFiles {

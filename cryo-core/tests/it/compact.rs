@@ -982,7 +982,10 @@ fn options_from_a_plan_step() {
     // Equality deletes are converted by rewriting every file of the chunk's partitions.
     let convert = PlannedStep {
         operation: Operation::ConvertEqualityDeletes,
-        params: StepParams::ConvertEqualityDeletes {},
+        params: StepParams::ConvertEqualityDeletes {
+            method: cryo_core::plan::EqualityDeleteMethod::Rewrite,
+            why: String::new(),
+        },
         chunks: vec![chunk.clone()],
         because: vec![],
         saving_usd_month: 0.0,

@@ -27,7 +27,7 @@ const LAST_UPDATED: i32 = i32::MAX - 108;
 
 /// One row as a v3 reader sees it: its lineage and its data columns (encoded, comparable).
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
-struct LineageRow {
+pub(crate) struct LineageRow {
     row_id: Option<i64>,
     last_updated: i64,
     data: Vec<u8>,
@@ -35,8 +35,8 @@ struct LineageRow {
 
 /// What [`rows`] found: every row of every live data file (deletes not applied), and how many
 /// rows read their lineage from stored columns.
-struct Read {
-    rows: Vec<LineageRow>,
+pub(crate) struct Read {
+    pub(crate) rows: Vec<LineageRow>,
     stored: usize,
     /// `first_row_id + record_count` of every live data file.
     ends: Vec<i64>,
@@ -108,7 +108,7 @@ async fn file_rows(
 }
 
 /// Every row of every live data file of `table` (deletes not applied).
-async fn rows(table: &LoadedTable) -> Read {
+pub(crate) async fn rows(table: &LoadedTable) -> Read {
     let mut out = Read {
         rows: Vec::new(),
         stored: 0,
@@ -131,7 +131,7 @@ async fn rows(table: &LoadedTable) -> Read {
 
 /// Every row after the rewrite is a row of before, with the same lineage; row ids are
 /// unique and never null; the table's `next-row-id` is past every file's ids.
-fn assert_lineage_kept(table: &LoadedTable, before: &Read, after: &Read) {
+pub(crate) fn assert_lineage_kept(table: &LoadedTable, before: &Read, after: &Read) {
     let mut by_id: HashMap<Option<i64>, Vec<&LineageRow>> = HashMap::new();
     for r in &before.rows {
         by_id.entry(r.row_id).or_default().push(r);
@@ -160,7 +160,9 @@ fn assert_lineage_kept(table: &LoadedTable, before: &Read, after: &Read) {
     }
 }
 
-async fn v3_table(catalog: &Catalog) -> (TableId, LoadedTable) {
+/// A v3 table partitioned by day (ids alternate between two days), with `appends` appends of
+/// ten rows each.
+pub(crate) async fn v3_appended(catalog: &Catalog, appends: i64) -> (TableId, LoadedTable) {
     let id = TableId::parse("db.lineage").unwrap();
     let mut table = catalog
         .create_table(
@@ -172,11 +174,18 @@ async fn v3_table(catalog: &Catalog) -> (TableId, LoadedTable) {
         .await
         .unwrap();
     let committer = catalog.committer().unwrap();
-    for f in 0..6 {
+    for f in 0..appends {
         table = append(committer.as_ref(), &table, f * 10..f * 10 + 10).await;
     }
+    (id, table)
+}
+
+/// Six appends, then equality deletes of ids 3, 14, 25 and 52.
+pub(crate) async fn v3_table(catalog: &Catalog) -> (TableId, LoadedTable) {
+    let (id, table) = v3_appended(catalog, 6).await;
     // Equality deletes (v3 keeps them; Cryo applies them while rewriting).
-    table = delete_ids(committer.as_ref(), &table, &[3, 14, 25, 52]).await;
+    let committer = catalog.committer().unwrap();
+    let table = delete_ids(committer.as_ref(), &table, &[3, 14, 25, 52]).await;
     (id, table)
 }
 

@@ -12,6 +12,7 @@ mod compact_lineage;
 mod compact_run;
 mod coordination;
 mod demo_lake;
+mod equality_deletes;
 mod expire;
 mod fleet;
 mod fleet_trino;

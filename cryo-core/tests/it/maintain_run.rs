@@ -26,7 +26,7 @@ async fn lake(dir: &Path) -> DemoLake {
         .unwrap()
 }
 
-async fn graded(catalog: &Catalog) -> Vec<(TableScan, HealthReport)> {
+pub(crate) async fn graded(catalog: &Catalog) -> Vec<(TableScan, HealthReport)> {
     let fleet = scan_fleet(catalog, &FleetScanOptions::default(), &SystemClock)
         .await
         .unwrap();
@@ -56,7 +56,7 @@ async fn plan(catalog: &Catalog) -> (MaintenancePlan, Vec<(TableScan, HealthRepo
     (plan, g)
 }
 
-async fn rows(table: &LoadedTable) -> (usize, String) {
+pub(crate) async fn rows(table: &LoadedTable) -> (usize, String) {
     let batches: Vec<RecordBatch> = table
         .to_iceberg()
         .unwrap()

@@ -12,6 +12,7 @@ from ._cryo import (
     ArrowResult,
     CompactionOutcome,
     ComputeStatisticsOutcome,
+    ConvertEqualityDeletesOutcome,
     Engine,
     ExpireOutcome,
     FleetOutcome,
@@ -249,6 +250,15 @@ class Catalog:
         ``compute_table_stats`` writes and Trino's and Spark's optimizers read. ``columns``:
         top-level columns by name (default: every primitive one)."""
         return self._native.compute_statistics(table, _options(dry_run=dry_run, columns=columns, **options))
+
+    def convert_equality_deletes(
+        self, table: str, *, dry_run: Optional[bool] = None, **options: Any
+    ) -> ConvertEqualityDeletesOutcome:
+        """Turn equality deletes into position deletes (v2) or deletion vectors (v3), reading only
+        the key columns of the data files they apply to; the data files stay. ``partitions``:
+        ``[{"spec_id": 0, "path": "day=2026-01-01"}]`` (default: every partition);
+        ``quiet_period_ms`` and ``commit_fence``: as for :meth:`compact`."""
+        return self._native.convert_equality_deletes(table, _options(dry_run=dry_run, **options))
 
     def rewrite_position_deletes(
         self, table: str, *, dry_run: Optional[bool] = None, **options: Any

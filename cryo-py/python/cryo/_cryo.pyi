@@ -1,6 +1,6 @@
 # Stubs of the native module (cryo-py/src). Checked by `python -m mypy.stubtest cryo._cryo`.
 import os
-from typing import Any, Callable, Optional, Union, final
+from typing import Any, Callable, Literal, Optional, Union, final
 
 __version__: str
 __all__ = [
@@ -11,6 +11,7 @@ __all__ = [
     "CommitFence",
     "CompactionOutcome",
     "ComputeStatisticsOutcome",
+    "ConvertEqualityDeletesOutcome",
     "ConfigError",
     "CryoError",
     "DemoLake",
@@ -251,6 +252,21 @@ class ComputeStatisticsOutcome(_Outcome):
     def rows(self) -> int: ...
 
 @final
+class ConvertEqualityDeletesOutcome(_Outcome):
+    @property
+    def status(self) -> Literal["committed", "dry_run", "nothing", "conflicted"]: ...
+    @property
+    def files_converted(self) -> int: ...
+    @property
+    def positions(self) -> int: ...
+    @property
+    def data_files_read(self) -> int: ...
+    @property
+    def deletion_vectors(self) -> bool: ...
+    @property
+    def left(self) -> list[tuple[str, str]]: ...
+
+@final
 class RewriteManifestsOutcome(_Outcome):
     @property
     def manifests_replaced(self) -> int: ...
@@ -328,6 +344,9 @@ class Catalog:
     def expire_snapshots(self, table: str, options: Optional[dict[str, Any]] = None) -> ExpireOutcome: ...
     def rewrite_manifests(self, table: str, options: Optional[dict[str, Any]] = None) -> RewriteManifestsOutcome: ...
     def compute_statistics(self, table: str, options: Optional[dict[str, Any]] = None) -> ComputeStatisticsOutcome: ...
+    def convert_equality_deletes(
+        self, table: str, options: Optional[dict[str, Any]] = None
+    ) -> ConvertEqualityDeletesOutcome: ...
     def rewrite_position_deletes(
         self, table: str, options: Optional[dict[str, Any]] = None
     ) -> RewritePositionDeletesOutcome: ...

@@ -1,5 +1,5 @@
 -- Cryo maintenance for spark (engine catalog lake, source catalog source_catalog)
--- plan da130256aa7ca437d86f20ae55e248289b72424cdd4a205c284e1d4703d7aa11, made at 2026-06-01T00:00:00.000Z
+-- plan fb56e5f6257d35c7873432a8b1cdb97e810e09d835abed837d43030b8ad4e477, made at 2026-06-01T00:00:00.000Z
 
 -- table lake.gated
 

@@ -1,5 +1,5 @@
 -- Cryo maintenance for trino (engine catalog lake, source catalog source_catalog)
--- plan 0303c3b7d9fefa211a8e039c3c5e5989689a6f7b65bc797e4683e6febf80ec8e, made at 2026-06-01T00:00:00.000Z
+-- plan 4b77d8c0b02d17f6560d25a1a5a798249cbd9ee1d153ddbebd47a7e052755821, made at 2026-06-01T00:00:00.000Z
 
 -- table sales.orders
 

@@ -622,7 +622,12 @@ impl Parts {
         let partition_type = md.default_partition_type();
         let mut paths = HashSet::new();
         for f in self.added_data.iter().chain(&self.added_deletes) {
-            if !paths.insert(f.file_path()) {
+            // Deletion vectors share their Puffin file: each is named by its blob's offset.
+            let key = (
+                f.file_path(),
+                (f.file_format() == DataFileFormat::Puffin).then(|| f.content_offset()),
+            );
+            if !paths.insert(key) {
                 return Err(Error::validation(format!(
                     "{table}: {} is added twice",
                     f.file_path()
