@@ -4,7 +4,8 @@
 //! ```text
 //! cargo run --release --example compact -- --catalog catalog.json --table db.events \
 //!     [--dry-run] [--target-file-size BYTES] [--max-commits N] [--parallel-groups N] \
-//!     [--strategy binpack | sort:col,col | zorder:col,col] [--pause-before-commit FILE]
+//!     [--strategy binpack | sort:col,col | zorder:col,col | hilbert:col,col] \
+//!     [--pause-before-commit FILE]
 //! ```
 //!
 //! `catalog.json` is `{"name": "...", "properties": {"uri": "...", ...}}` (PyIceberg's property
@@ -68,6 +69,7 @@ fn parse() -> std::result::Result<Args, String> {
                     },
                     Some(("sort", c)) => RewriteStrategy::Sort { columns: cols(c) },
                     Some(("zorder", c)) => RewriteStrategy::ZOrder { columns: cols(c) },
+                    Some(("hilbert", c)) => RewriteStrategy::Hilbert { columns: cols(c) },
                     _ => return Err(format!("unknown strategy `{v}`")),
                 };
             }
@@ -147,7 +149,7 @@ async fn main() -> ExitCode {
                 eprintln!("error: {e}");
             }
             eprintln!(
-                "usage: compact --catalog catalog.json --table ns.table [--dry-run] [--target-file-size BYTES] [--max-commits N] [--parallel-groups N] [--memory-budget BYTES] [--strategy binpack|sort:a,b|zorder:a,b] [--pause-before-commit FILE]"
+                "usage: compact --catalog catalog.json --table ns.table [--dry-run] [--target-file-size BYTES] [--max-commits N] [--parallel-groups N] [--memory-budget BYTES] [--strategy binpack|sort:a,b|zorder:a,b|hilbert:a,b] [--pause-before-commit FILE]"
             );
             return ExitCode::from(2);
         }

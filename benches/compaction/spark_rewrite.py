@@ -2,6 +2,7 @@
 """Spark contender: ``CALL bench.system.rewrite_data_files`` on the benchmark table (local[2]).
 
     $PEERS_PYTHON benches/compaction/spark_rewrite.py --root DIR [--memory 2g] [--remove-dangling-deletes]
+        [--strategy binpack | sort:col,col | zorder:col,col]
 
 Starts the session (JVM start, Iceberg extensions, ``SELECT 1``) untimed, then times the procedure
 call alone. Prints JSON last: seconds, the procedure's result row, and the JVM's peak RSS (VmHWM of
@@ -41,6 +42,7 @@ def main() -> int:
     ap.add_argument("--memory", default="2g")
     ap.add_argument("--target-file-size", type=int, default=common.TARGET_FILE_SIZE)
     ap.add_argument("--remove-dangling-deletes", action="store_true")
+    ap.add_argument("--strategy", default="binpack", help="binpack, sort:col,col or zorder:col,col")
     args = ap.parse_args()
     t0 = time.perf_counter()
     spark = common.spark(args.root.resolve(), memory=args.memory, app_name="cryo-bench-spark-rewrite")
@@ -51,7 +53,15 @@ def main() -> int:
     if args.remove_dangling_deletes:
         options["remove-dangling-deletes"] = "true"
     opts = ", ".join(f"'{k}', '{v}'" for k, v in options.items())
-    sql = f"CALL {common.CATALOG}.system.rewrite_data_files(table => '{common.TABLE}', options => map({opts}))"
+    kind, _, cols = args.strategy.partition(":")
+    order = ""
+    if kind == "sort":
+        order = f", strategy => 'sort', sort_order => '{', '.join(cols.split(','))}'"
+    elif kind == "zorder":
+        order = f", strategy => 'sort', sort_order => 'zorder({', '.join(cols.split(','))})'"
+    elif kind != "binpack":
+        raise SystemExit(f"Spark has no {kind} order")
+    sql = f"CALL {common.CATALOG}.system.rewrite_data_files(table => '{common.TABLE}'{order}, options => map({opts}))"
     cpu0, busy0 = jvm_cpu_s(jvm_pid), machine_busy_s()
     t = time.perf_counter()
     row = spark.sql(sql).collect()[0].asDict()

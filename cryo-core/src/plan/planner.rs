@@ -411,7 +411,7 @@ fn equality_delete_method(
     if small_table {
         return rewrite(format!(
             "the table is small ({}): rewriting it costs little and leaves no delete file for readers",
-            fmt_bytes(bytes)
+            crate::report::bytes(bytes)
         ));
     }
     let default_spec = scan.partitioning.default_spec_id;
@@ -445,7 +445,7 @@ fn equality_delete_method(
         EqualityDeleteMethod::PositionDeletes,
         format!(
             "converting reads only the key columns of the data files the deletes apply to (of {}) and writes a small delete file per partition, where a rewrite would read and write all of it",
-            fmt_bytes(bytes)
+            crate::report::bytes(bytes)
         ),
     )
 }
