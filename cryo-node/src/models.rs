@@ -814,7 +814,7 @@ impl ComputeStatisticsOutcome {
             table: o.table.to_string(),
             dry_run: o.dry_run,
             snapshot_before: o.snapshot_id.map(snapshot_id),
-            snapshot_ids: ids(&o.snapshot_ids),
+            snapshot_ids: Vec::new(),
             before: o.before().into(),
             after: o.after().into(),
             duration_ms: o.duration_ms as i64,

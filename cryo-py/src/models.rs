@@ -513,6 +513,7 @@ macro_rules! outcome {
         $(#[$doc:meta])* $py:ident, $name:literal, $core:ty,
         dry_run: |$o0:ident| $dry_run:expr,
         snapshot_before: |$o1:ident| $before_snapshot:expr,
+        snapshot_ids: |$o4:ident| $snapshot_ids:expr,
         before: |$o2:ident| $before:expr,
         after: |$o3:ident| $after:expr,
         { $($extra:tt)* }
@@ -545,7 +546,8 @@ macro_rules! outcome {
             /// Snapshots the operation committed, in order.
             #[getter]
             fn snapshot_ids(&self) -> Vec<i64> {
-                self.inner.snapshot_ids.clone()
+                let $o4 = self.inner.as_ref();
+                $snapshot_ids
             }
             /// Files and bytes the operation concerns, before.
             #[getter]
@@ -579,7 +581,7 @@ macro_rules! outcome {
                     human_bytes(b.bytes),
                     a.files,
                     human_bytes(a.bytes),
-                    self.inner.snapshot_ids.len()
+                    self.snapshot_ids().len()
                 )
             }
             $($extra)*
@@ -596,6 +598,7 @@ outcome!(
     CompactionOutcome, "CompactionOutcome", CoreCompaction,
     dry_run: |o| o.dry_run,
     snapshot_before: |o| o.base_snapshot_id,
+    snapshot_ids: |o| o.snapshot_ids.clone(),
     before: |o| footprint(o.files_in(), o.bytes_in()),
     after: |o| footprint(o.files_out(), o.bytes_out()),
     {
@@ -619,6 +622,7 @@ outcome!(
     ExpireOutcome, "ExpireOutcome", CoreExpire,
     dry_run: |o| o.dry_run,
     snapshot_before: |o| o.base_snapshot_id,
+    snapshot_ids: |o| o.snapshot_ids.clone(),
     before: |o| o.before(),
     after: |o| o.after(),
     {
@@ -644,6 +648,7 @@ outcome!(
     RewriteManifestsOutcome, "RewriteManifestsOutcome", CoreManifests,
     dry_run: |o| o.dry_run,
     snapshot_before: |o| o.base_snapshot_id,
+    snapshot_ids: |o| o.snapshot_ids.clone(),
     before: |o| o.before(),
     after: |o| o.after(),
     {
@@ -661,6 +666,8 @@ outcome!(
     ComputeStatisticsOutcome, "ComputeStatisticsOutcome", CoreStatistics,
     dry_run: |o| o.dry_run,
     snapshot_before: |o| o.snapshot_id,
+    // Statistics are registered on the snapshot they describe: no snapshot is committed.
+    snapshot_ids: |_o| Vec::new(),
     before: |o| o.before(),
     after: |o| o.after(),
     {
@@ -686,6 +693,7 @@ outcome!(
     ConvertEqualityDeletesOutcome, "ConvertEqualityDeletesOutcome", CoreConvertEquality,
     dry_run: |o| o.dry_run,
     snapshot_before: |o| o.base_snapshot_id,
+    snapshot_ids: |o| o.snapshot_ids.clone(),
     before: |o| o.before(),
     after: |o| o.after(),
     {
@@ -724,6 +732,7 @@ outcome!(
     RewritePositionDeletesOutcome, "RewritePositionDeletesOutcome", CorePositionDeletes,
     dry_run: |o| o.dry_run,
     snapshot_before: |o| o.base_snapshot_id,
+    snapshot_ids: |o| o.snapshot_ids.clone(),
     before: |o| o.before(),
     after: |o| o.after(),
     {
@@ -744,6 +753,7 @@ outcome!(
     RemoveOrphanFilesOutcome, "RemoveOrphanFilesOutcome", CoreOrphans,
     dry_run: |o| o.dry_run,
     snapshot_before: |o| o.snapshot_id_before,
+    snapshot_ids: |o| o.snapshot_ids.clone(),
     before: |o| o.before(),
     after: |o| o.after(),
     {
@@ -769,6 +779,7 @@ outcome!(
     MissingFilesOutcome, "MissingFilesOutcome", CoreMissing,
     dry_run: |_o| false,
     snapshot_before: |o| o.snapshot_id_before,
+    snapshot_ids: |o| o.snapshot_ids.clone(),
     before: |o| o.before(),
     after: |o| o.after(),
     {

@@ -23,7 +23,7 @@ pub(crate) struct LiveRead {
 
 /// The live data files of the current snapshot and their bytes, from its manifests alone.
 pub(crate) async fn live_files(table: &LoadedTable) -> Result<(u64, u64)> {
-    let plan = plan_compaction(table, &every_file(1)).await?;
+    let plan = plan_compaction(table, &CompactOptions::every_file()).await?;
     Ok(plan.groups.iter().fold((0, 0), |(files, bytes), g| {
         (files + g.data_files.len() as u64, bytes + g.input_bytes)
     }))
@@ -38,7 +38,11 @@ pub(crate) async fn for_each_live_batch(
     concurrency: usize,
     mut each: impl FnMut(&RecordBatch) -> Result<()>,
 ) -> Result<LiveRead> {
-    let plan = plan_compaction(table, &every_file(concurrency)).await?;
+    let options = CompactOptions {
+        concurrency: concurrency.max(1),
+        ..CompactOptions::every_file()
+    };
+    let plan = plan_compaction(table, &options).await?;
     let reader = DataReader::new(table)?;
     let schema = table.metadata.current_schema();
     let mut out = LiveRead::default();
@@ -57,16 +61,4 @@ pub(crate) async fn for_each_live_batch(
         out.bytes += counts.bytes_read;
     }
     Ok(out)
-}
-
-/// Every live data file, each with the deletes that apply to it: a bin-pack plan that takes
-/// them all.
-fn every_file(concurrency: usize) -> CompactOptions {
-    CompactOptions {
-        rewrite_all: true,
-        min_input_files: 1,
-        delete_file_threshold: 1,
-        concurrency: concurrency.max(1),
-        ..CompactOptions::default()
-    }
 }

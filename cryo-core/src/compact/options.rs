@@ -116,6 +116,19 @@ pub struct FileSizes {
 }
 
 impl CompactOptions {
+    /// Every live data file of the selected partitions, each with the deletes that apply to it,
+    /// whatever its size: a bin-pack with `rewrite_all`. What applying equality deletes by a
+    /// rewrite, reading every live row and converting equality deletes plan from.
+    pub(crate) fn every_file() -> Self {
+        Self {
+            strategy: RewriteStrategy::BinPack,
+            min_input_files: 1,
+            delete_file_threshold: 1,
+            rewrite_all: true,
+            ..Self::default()
+        }
+    }
+
     /// Options for one chunk of a planned `rewrite_data_files` or `convert_equality_deletes`
     /// step.
     ///
@@ -152,12 +165,8 @@ impl CompactOptions {
                 ..Self::default()
             },
             StepParams::ConvertEqualityDeletes { .. } => Self {
-                strategy: RewriteStrategy::BinPack,
-                min_input_files: 1,
-                delete_file_threshold: 1,
-                rewrite_all: true,
                 partitions,
-                ..Self::default()
+                ..Self::every_file()
             },
             _ => {
                 return Err(Error::validation(format!(

@@ -495,14 +495,11 @@ async fn prepare<'a>(
     let plan = plan_compaction(
         &base,
         &CompactOptions {
-            rewrite_all: true,
-            min_input_files: 1,
-            delete_file_threshold: 1,
             max_file_group_size_bytes: u64::MAX,
             partitions: options.partitions.clone(),
             concurrency: options.concurrency,
             quiet_period_ms: options.quiet_period_ms,
-            ..CompactOptions::default()
+            ..CompactOptions::every_file()
         },
     )
     .await?;

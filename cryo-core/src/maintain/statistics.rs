@@ -131,9 +131,6 @@ pub struct ComputeStatisticsOutcome {
     pub dry_run: bool,
     /// The snapshot described.
     pub snapshot_id: Option<i64>,
-    /// Snapshots committed: none (statistics are registered on the snapshot they describe,
-    /// without a new one); here so that every operation's outcome reads alike.
-    pub snapshot_ids: Vec<i64>,
     /// Its columns, in schema order.
     pub columns: Vec<ColumnNdv>,
     /// The Puffin file written.
@@ -225,7 +222,6 @@ pub async fn compute_statistics(
         status: ComputeStatisticsStatus::NoSnapshot,
         dry_run: options.dry_run,
         snapshot_id: None,
-        snapshot_ids: Vec::new(),
         columns: Vec::new(),
         statistics_path: None,
         statistics_bytes: 0,

@@ -12,7 +12,6 @@ use cryo_core::commit::{
 use cryo_core::io::PathKind;
 use cryo_core::scan::{ScanOptions, scan_table};
 use cryo_core::{Catalog, CatalogConfig, Error, LoadedTable, Namespace, TableId};
-use futures::TryStreamExt;
 use iceberg::spec::{
     FormatVersion, NestedField, PrimitiveType, Schema, Transform, Type, UnboundPartitionSpec,
 };
@@ -96,16 +95,7 @@ fn rows(first: i64, n: i64, days: i64) -> RecordBatch {
 
 /// Rows as the upstream reader returns them (deletes applied).
 async fn read_rows(table: &LoadedTable) -> usize {
-    let t = table.to_iceberg().unwrap();
-    let stream = t
-        .scan()
-        .select_all()
-        .build()
-        .unwrap()
-        .to_arrow()
-        .await
-        .unwrap();
-    let batches: Vec<RecordBatch> = stream.try_collect().await.unwrap();
+    let batches = crate::common::scan_rows(table).await;
     batches.iter().map(RecordBatch::num_rows).sum()
 }
 

@@ -2,7 +2,9 @@
 
 use std::path::{Path, PathBuf};
 
-use cryo_core::{Catalog, CatalogConfig, Namespace};
+use arrow_array::RecordBatch;
+use cryo_core::{Catalog, CatalogConfig, LoadedTable, Namespace};
+use futures::TryStreamExt;
 use serde_json::Value;
 
 /// Repository root.
@@ -146,4 +148,22 @@ pub fn azurite_root() -> String {
 /// A catalog whose warehouse is on Azurite ([`azurite_props`], [`azurite_root`]).
 pub async fn azure_catalog(dir: &Path) -> (Catalog, String) {
     object_store_catalog(dir, &azurite_root(), azurite_props()).await
+}
+
+/// Every row of the table's current snapshot as upstream's reader returns them (deletes
+/// applied): what the tests compare Cryo's results with.
+pub async fn scan_rows(table: &LoadedTable) -> Vec<RecordBatch> {
+    table
+        .to_iceberg()
+        .unwrap()
+        .scan()
+        .select_all()
+        .build()
+        .unwrap()
+        .to_arrow()
+        .await
+        .unwrap()
+        .try_collect()
+        .await
+        .unwrap()
 }

@@ -10,16 +10,7 @@ use cryo_core::{LoadedTable, TableId};
 use futures::TryStreamExt;
 
 async fn read_rows(table: &LoadedTable) -> usize {
-    let t = table.to_iceberg().unwrap();
-    let stream = t
-        .scan()
-        .select_all()
-        .build()
-        .unwrap()
-        .to_arrow()
-        .await
-        .unwrap();
-    let batches: Vec<arrow_array::RecordBatch> = stream.try_collect().await.unwrap();
+    let batches = crate::common::scan_rows(table).await;
     batches.iter().map(arrow_array::RecordBatch::num_rows).sum()
 }
 

@@ -5,7 +5,6 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
 
-use arrow_array::RecordBatch;
 use cryo_core::clock::SystemClock;
 use cryo_core::demo::{DemoLake, DemoOptions, create_demo_lake};
 use cryo_core::exec::{MaintenanceOptions, MaintenanceRun, controls_from_receipts};
@@ -16,7 +15,6 @@ use cryo_core::plan::{MaintenancePlan, PlanOptions, plan_fleet};
 use cryo_core::receipt::{JsonLinesLog, ReceiptStatus, receipts_batch};
 use cryo_core::scan::{FleetScanOptions, TableScan, scan_fleet};
 use cryo_core::{Catalog, CatalogConfig, LoadedTable, TableId};
-use futures::TryStreamExt;
 
 use crate::compact::fingerprint;
 
@@ -57,20 +55,7 @@ async fn plan(catalog: &Catalog) -> (MaintenancePlan, Vec<(TableScan, HealthRepo
 }
 
 pub(crate) async fn rows(table: &LoadedTable) -> (usize, String) {
-    let batches: Vec<RecordBatch> = table
-        .to_iceberg()
-        .unwrap()
-        .scan()
-        .select_all()
-        .build()
-        .unwrap()
-        .to_arrow()
-        .await
-        .unwrap()
-        .try_collect()
-        .await
-        .unwrap();
-    fingerprint(&batches)
+    fingerprint(&crate::common::scan_rows(table).await)
 }
 
 async fn state(catalog: &Catalog, plan: &MaintenancePlan) -> BTreeMap<TableId, Option<String>> {

@@ -19,7 +19,6 @@ use cryo_core::commit::{
 };
 use cryo_core::io::PathKind;
 use cryo_core::{Catalog, CatalogConfig, Error, LoadedTable, Namespace, TableId};
-use futures::TryStreamExt;
 use iceberg::spec::{
     DataContentType, DataFile, DataFileBuilder, DataFileFormat, FormatVersion, Manifest,
     ManifestContentType, ManifestFile, ManifestList, ManifestStatus, NestedField, PrimitiveType,
@@ -115,18 +114,7 @@ pub fn rows(ids: impl IntoIterator<Item = i64>) -> RecordBatch {
 
 /// Every row of the table as upstream's reader returns it (deletes applied), sorted.
 pub async fn read_rows(table: &LoadedTable) -> Vec<Row> {
-    let t = table.to_iceberg().unwrap();
-    let batches: Vec<RecordBatch> = t
-        .scan()
-        .select_all()
-        .build()
-        .unwrap()
-        .to_arrow()
-        .await
-        .unwrap()
-        .try_collect()
-        .await
-        .unwrap();
+    let batches = crate::common::scan_rows(table).await;
     let mut out = Vec::new();
     for b in &batches {
         let ids = b

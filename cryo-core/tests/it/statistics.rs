@@ -4,7 +4,7 @@
 
 use std::collections::{BTreeMap, HashSet};
 
-use arrow_array::{Array, RecordBatch};
+use arrow_array::Array;
 use arrow_row::{RowConverter, SortField};
 use cryo_core::TableId;
 use cryo_core::demo::{DemoOptions, create_demo_lake};
@@ -12,24 +12,11 @@ use cryo_core::maintain::{
     ComputeStatistics, ComputeStatisticsOptions, ComputeStatisticsStatus, NDV_PROPERTY,
     THETA_BLOB_TYPE,
 };
-use futures::TryStreamExt;
 
 /// Distinct non-null values per top-level column of the table's rows (deletes applied by
 /// upstream's reader), by name.
 async fn distinct_counts(table: &cryo_core::LoadedTable) -> BTreeMap<String, u64> {
-    let batches: Vec<RecordBatch> = table
-        .to_iceberg()
-        .unwrap()
-        .scan()
-        .select_all()
-        .build()
-        .unwrap()
-        .to_arrow()
-        .await
-        .unwrap()
-        .try_collect()
-        .await
-        .unwrap();
+    let batches = crate::common::scan_rows(table).await;
     let mut out = BTreeMap::new();
     let Some(first) = batches.first() else {
         return out;
