@@ -33,7 +33,7 @@
 //! implementation; Spark and Trino apply equality deletes only by rewriting the data files,
 //! which the planner chooses where that is cheaper (see [`crate::plan::EqualityDeleteMethod`]).
 
-use std::collections::{BTreeSet, HashSet};
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -396,19 +396,48 @@ impl DeleteScope {
         }
     }
 
-    /// The live data files of `live` it applies to.
-    fn applies_to<'a>(
-        &'a self,
-        live: &'a [LiveFile],
-        paths: &'a PartitionPaths,
-    ) -> impl Iterator<Item = &'a LiveFile> + 'a {
-        live.iter().filter(move |d| {
-            d.file.content_type() == DataContentType::Data
-                && d.sequence_number.unwrap_or(0) < self.seq
-                && (self.global
-                    || (d.spec_id == self.spec_id
-                        && paths.path(d.spec_id, d.file.partition()) == self.partition))
-        })
+    /// The live data files of `index` it applies to.
+    fn applies_to<'b, 'a: 'b>(
+        &'b self,
+        index: &'b DataIndex<'a>,
+    ) -> Box<dyn Iterator<Item = &'a str> + 'b> {
+        let seq = self.seq;
+        let older = move |&(s, p): &(i64, &'a str)| (s < seq).then_some(p);
+        if self.global {
+            Box::new(index.by_partition.values().flatten().filter_map(older))
+        } else {
+            Box::new(
+                index
+                    .by_partition
+                    .get(&(self.spec_id, self.partition.clone()))
+                    .into_iter()
+                    .flatten()
+                    .filter_map(older),
+            )
+        }
+    }
+}
+
+/// The live data files of a snapshot by partition (spec id, partition path), each with its
+/// data sequence number: built once, so that matching every equality delete with the files it
+/// applies to formats each file's partition path once.
+struct DataIndex<'a> {
+    by_partition: HashMap<(i32, String), Vec<(i64, &'a str)>>,
+}
+
+impl<'a> DataIndex<'a> {
+    fn new(live: &'a [LiveFile], paths: &PartitionPaths) -> Self {
+        let mut by_partition: HashMap<(i32, String), Vec<(i64, &'a str)>> = HashMap::new();
+        for d in live
+            .iter()
+            .filter(|d| d.file.content_type() == DataContentType::Data)
+        {
+            by_partition
+                .entry((d.spec_id, paths.path(d.spec_id, d.file.partition())))
+                .or_default()
+                .push((d.sequence_number.unwrap_or(0), d.file.file_path()));
+        }
+        Self { by_partition }
     }
 }
 
@@ -554,12 +583,10 @@ async fn prepare<'a>(
         .flat_map(|&i| plan.groups[i].data_files.iter().map(|f| f.path.as_str()))
         .collect();
     // An equality delete file goes only where every data file it applies to is converted.
+    let index = DataIndex::new(&live, &paths);
     let removable: Vec<&DeleteScope> = equality
         .iter()
-        .filter(|d| {
-            d.applies_to(&live, &paths)
-                .all(|f| converted.contains(f.file.file_path()))
-        })
+        .filter(|d| d.applies_to(&index).all(|f| converted.contains(f)))
         .collect();
     let removable_paths: HashSet<&str> = removable.iter().map(|d| d.path.as_str()).collect();
     let mut targets: Vec<Target> = Vec::new();
@@ -712,14 +739,11 @@ impl ConvertCommit<'_> {
                 "data file {p} is no longer live (another commit rewrote or removed it)"
             ));
         }
+        let index = DataIndex::new(live, &paths);
         for d in &self.removed {
-            if let Some(f) = d
-                .applies_to(live, &paths)
-                .find(|f| !self.converted.contains(f.file.file_path()))
-            {
+            if let Some(f) = d.applies_to(&index).find(|f| !self.converted.contains(*f)) {
                 return Some(format!(
-                    "data file {}, which {} applies to, was committed after the conversion read the table",
-                    f.file.file_path(),
+                    "data file {f}, which {} applies to, was committed after the conversion read the table",
                     d.path
                 ));
             }

@@ -37,6 +37,14 @@ async fn by_content(table: &LoadedTable) -> (BTreeSet<String>, Vec<LiveFile>, Ve
     (data, eq, pos)
 }
 
+/// The run's `convert_equality_deletes` receipt.
+fn convert_receipt(run: &cryo_core::exec::MaintenanceOutcome) -> &cryo_core::receipt::Receipt {
+    run.receipts
+        .iter()
+        .find(|r| r.operation == Some(Operation::ConvertEqualityDeletes))
+        .unwrap()
+}
+
 /// Cryo's bin-pack of every data file (every delete applied).
 async fn rewrite_everything(catalog: &Catalog, id: &TableId) -> CompactionOutcome {
     compact(
@@ -305,11 +313,7 @@ async fn the_plan_chooses_the_method_and_the_native_run_follows_it() {
         .execute()
         .await
         .unwrap();
-    let r = run
-        .receipts
-        .iter()
-        .find(|r| r.operation == Some(Operation::ConvertEqualityDeletes))
-        .unwrap();
+    let r = convert_receipt(&run);
     assert_eq!(r.status, ReceiptStatus::Succeeded, "{r:?}");
     assert_eq!(r.details["method"], "position_deletes");
     assert_eq!(r.details["equality_delete_files_converted"], 14);
@@ -385,11 +389,7 @@ async fn v3_files_with_a_vector_are_left_to_the_rewrite() {
         .execute()
         .await
         .unwrap();
-    let r = run
-        .receipts
-        .iter()
-        .find(|r| r.operation == Some(Operation::ConvertEqualityDeletes))
-        .unwrap();
+    let r = convert_receipt(&run);
     assert_eq!(r.status, ReceiptStatus::Succeeded, "{r:?}");
     assert_eq!(r.details["equality_delete_files_converted"], 1, "{r:?}");
     assert_eq!(
