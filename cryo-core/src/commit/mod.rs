@@ -95,10 +95,10 @@ pub use retry::{CommitRetry, RetryPolicy};
 pub use validate::{
     RewriteConflict, RewriteConflictKind, is_ancestor, live_subset, validate_rewrite,
 };
-pub(crate) use write::write_deletion_vectors;
 pub use write::{
     POS_DELETE_FILE_PATH_FIELD_ID, POS_DELETE_POS_FIELD_ID, WrittenFiles, write_data_files,
     write_equality_deletes, write_position_deletes,
 };
+pub(crate) use write::{write_deletion_vectors, write_position_deletes_of};
 
 pub(crate) use crate::error::iceberg_error;

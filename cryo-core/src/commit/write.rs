@@ -277,6 +277,17 @@ pub async fn write_position_deletes(
     table: &LoadedTable,
     deletes: &[(String, Vec<i64>)],
 ) -> Result<WrittenFiles> {
+    let live = live_files(table).await?;
+    write_position_deletes_of(table, &live, deletes).await
+}
+
+/// [`write_position_deletes`] against the live files of the table's current snapshot, already
+/// read.
+pub(crate) async fn write_position_deletes_of(
+    table: &LoadedTable,
+    live: &[super::LiveFile],
+    deletes: &[(String, Vec<i64>)],
+) -> Result<WrittenFiles> {
     let md = table.metadata.as_ref();
     let name = table.id.to_string();
     match md.format_version() {
@@ -293,7 +304,7 @@ pub async fn write_position_deletes(
         FormatVersion::V2 => {}
     }
     let cfg = write_config(table)?;
-    let by_partition = group_position_deletes(table, deletes).await?;
+    let by_partition = group_position_deletes(table, live, deletes)?;
     let table_schema = Arc::clone(md.current_schema());
     let default_spec = md.default_partition_spec();
     let delete_schema = position_delete_schema(&name)?;
@@ -374,6 +385,7 @@ const ROW_POSITION_FIELD_ID: i32 = 2_147_483_645;
 /// data file takes at most one deletion vector: the caller makes sure it has none yet.
 pub(crate) async fn write_deletion_vectors(
     table: &LoadedTable,
+    live: &[super::LiveFile],
     deletes: &[(String, Vec<i64>)],
 ) -> Result<Vec<DataFile>> {
     use iceberg::writer::file_writer::location_generator::LocationGenerator as _;
@@ -387,7 +399,7 @@ pub(crate) async fn write_deletion_vectors(
             md.format_version()
         )));
     }
-    let by_partition = group_position_deletes(table, deletes).await?;
+    let by_partition = group_position_deletes(table, live, deletes)?;
     let default_spec = md.default_partition_spec();
     let spec_id = md.default_partition_spec_id();
     let schema = Arc::clone(md.current_schema());
@@ -465,24 +477,27 @@ pub(crate) async fn write_deletion_vectors(
     Ok(written)
 }
 
+/// Positions to delete by partition: partition path → (partition tuple, `[(data file, position)]`).
+type DeletesByPartition = BTreeMap<String, (Struct, Vec<(String, i64)>)>;
+
 /// Check each `(data file, positions)` against the table's live data files and group the
-/// positions by partition: partition path → (partition tuple, `[(data file, position)]`).
-async fn group_position_deletes(
+/// positions by partition.
+fn group_position_deletes(
     table: &LoadedTable,
+    live: &[super::LiveFile],
     deletes: &[(String, Vec<i64>)],
-) -> Result<BTreeMap<String, (Struct, Vec<(String, i64)>)>> {
+) -> Result<DeletesByPartition> {
     let name = &table.id;
-    let live: HashMap<String, super::LiveFile> = live_files(table)
-        .await?
-        .into_iter()
+    let live: HashMap<&str, &super::LiveFile> = live
+        .iter()
         .filter(|f| f.file.content_type() == DataContentType::Data)
-        .map(|f| (f.file.file_path().to_string(), f))
+        .map(|f| (f.file.file_path(), f))
         .collect();
     let schema = table.metadata.current_schema();
     let default_spec = table.metadata.default_partition_spec();
-    let mut by_partition: BTreeMap<String, (Struct, Vec<(String, i64)>)> = BTreeMap::new();
+    let mut by_partition = DeletesByPartition::new();
     for (path, positions) in deletes {
-        let file = live.get(path).ok_or_else(|| {
+        let file = live.get(path.as_str()).ok_or_else(|| {
             Error::validation(format!(
                 "{name}: {path} is not a live data file of the table"
             ))

@@ -147,6 +147,7 @@ mod write;
 mod zorder;
 
 pub use options::{CompactOptions, FileSizes, MIN_MEMORY_BUDGET_BYTES, PartitionRef};
+pub(crate) use plan::plan_compaction_of;
 pub use plan::{
     COMPACTION_PLAN_VERSION, CompactionPlan, DeleteKind, FileGroup, GroupDataFile, GroupDeleteFile,
     SkippedPartition, plan_compaction, plan_compaction_at,

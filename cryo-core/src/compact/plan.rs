@@ -238,19 +238,42 @@ pub async fn plan_compaction(
 
 /// [`plan_compaction`] with "now" (epoch milliseconds) given: partitions changed within
 /// [`CompactOptions::quiet_period_ms`] before `now_ms` are skipped, reason `quiet_period`.
-#[allow(clippy::too_many_lines)] // Reason: one pass (index, select, pack, keep) reads best in order.
 pub async fn plan_compaction_at(
     table: &LoadedTable,
     options: &CompactOptions,
     now_ms: i64,
 ) -> Result<CompactionPlan> {
+    let plan = empty_plan(table, options)?;
+    if table.metadata.current_snapshot().is_none() {
+        return Ok(plan);
+    }
+    let live = live_files(table).await?;
+    plan_live(table, options, now_ms, plan, live)
+}
+
+/// [`plan_compaction_at`] on the live files of the table's current snapshot, already read.
+pub(crate) fn plan_compaction_of(
+    table: &LoadedTable,
+    options: &CompactOptions,
+    now_ms: i64,
+    live: Vec<LiveFile>,
+) -> Result<CompactionPlan> {
+    let plan = empty_plan(table, options)?;
+    if table.metadata.current_snapshot().is_none() {
+        return Ok(plan);
+    }
+    plan_live(table, options, now_ms, plan, live)
+}
+
+/// The options checked against the table, and a plan with no groups yet.
+fn empty_plan(table: &LoadedTable, options: &CompactOptions) -> Result<CompactionPlan> {
     options.validate()?;
     let md = table.metadata.as_ref();
     let sizes = options.sizes(table)?;
     check_strategy_columns(table, &options.strategy)?;
     super::lineage::check_rewritable(&table.id.to_string(), md)?;
     let snapshot = md.current_snapshot();
-    let mut plan = CompactionPlan {
+    Ok(CompactionPlan {
         format_version: COMPACTION_PLAN_VERSION,
         table: table.id.clone(),
         table_uuid: md.uuid().to_string(),
@@ -264,11 +287,19 @@ pub async fn plan_compaction_at(
         sizes,
         groups: Vec::new(),
         skipped: Vec::new(),
-    };
-    if snapshot.is_none() {
-        return Ok(plan);
-    }
-    let live = live_files(table).await?;
+    })
+}
+
+#[allow(clippy::too_many_lines)] // Reason: one pass (index, select, pack, keep) reads best in order.
+fn plan_live(
+    table: &LoadedTable,
+    options: &CompactOptions,
+    now_ms: i64,
+    mut plan: CompactionPlan,
+    live: Vec<LiveFile>,
+) -> Result<CompactionPlan> {
+    let md = table.metadata.as_ref();
+    let sizes = plan.sizes;
     let paths = PartitionPaths::new(md);
     let hot = recently_changed(md, &live, &paths, options.quiet_period_ms, now_ms);
     let (data, mut deletes) = split_live(&table.id, live, &paths)?;

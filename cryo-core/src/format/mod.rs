@@ -45,6 +45,9 @@ mod metadata;
 pub(crate) mod puffin;
 pub(crate) mod summary;
 
+#[cfg(test)]
+#[cfg(not(feature = "fuzz"))]
+pub(crate) use check::check_fast_readers;
 #[cfg(feature = "fuzz")]
 #[doc(hidden)]
 pub use check::check_fast_readers;

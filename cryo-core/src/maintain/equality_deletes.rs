@@ -45,11 +45,11 @@ use crate::catalog::{Catalog, LoadedTable, TableId};
 use crate::commit::driver::{Attempt, AttemptContext, CommitDriver, CommitOp, Driven};
 use crate::commit::{
     CommitFence, LiveFile, RetryPolicy, SnapshotProducer, expect_counts, live_files,
-    write_deletion_vectors, write_position_deletes,
+    write_deletion_vectors, write_position_deletes_of,
 };
 use crate::compact::{
     CompactOptions, DataReader, DeleteKind, EqualitySet, GroupDeletes, PartitionPaths,
-    PartitionRef, equality_positions, plan_compaction,
+    PartitionRef, equality_positions, plan_compaction_of,
 };
 use crate::error::{Error, Result};
 use crate::receipt::Footprint;
@@ -521,7 +521,7 @@ async fn prepare<'a>(
 
     // Every data file of each selected partition, in one group per partition, with the deletes
     // that apply to it.
-    let plan = plan_compaction(
+    let plan = plan_compaction_of(
         &base,
         &CompactOptions {
             max_file_group_size_bytes: u64::MAX,
@@ -530,8 +530,9 @@ async fn prepare<'a>(
             quiet_period_ms: options.quiet_period_ms,
             ..CompactOptions::every_file()
         },
-    )
-    .await?;
+        chrono::Utc::now().timestamp_millis(),
+        live.clone(),
+    )?;
     let default_spec = md.default_partition_spec_id();
     for s in &plan.skipped {
         outcome.left.push(LeftPartition {
@@ -676,9 +677,9 @@ async fn prepare<'a>(
     let added: Vec<DataFile> = if found.is_empty() {
         Vec::new()
     } else if v3 {
-        write_deletion_vectors(&base, &found).await?
+        write_deletion_vectors(&base, &live, &found).await?
     } else {
-        write_position_deletes(&base, &found).await?.files
+        write_position_deletes_of(&base, &live, &found).await?.files
     };
     outcome.delete_files_added = added.len() as u64;
     let mut counted: HashSet<&str> = HashSet::new();
