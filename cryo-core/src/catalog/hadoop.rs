@@ -18,15 +18,19 @@ pub(crate) async fn current_metadata_file(
     if storage.head(&hint).await?.is_some() {
         let bytes = storage.read_all(&hint).await?;
         let text = String::from_utf8_lossy(&bytes);
-        if let Ok(v) = text.trim().parse::<u64>() {
-            for candidate in [
-                format!("{dir}/metadata/v{v}.metadata.json"),
-                format!("{dir}/metadata/v{v}.gz.metadata.json"),
-            ] {
-                if storage.head(&candidate).await?.is_some() {
-                    return Ok(candidate);
-                }
+        if let Ok(v) = text.trim().parse::<u64>()
+            && let Some(mut current) = metadata_file_at(storage, dir, v).await?
+        {
+            // The hint is written after the commit that made a version current, and may have
+            // failed to be: the versions after it that exist are newer heads (as Java's
+            // HadoopTableOperations probes). Trusting the hint alone would load a head that a
+            // committed expiry had already left, whose files it deleted.
+            let mut next = v + 1;
+            while let Some(found) = metadata_file_at(storage, dir, next).await? {
+                current = found;
+                next += 1;
             }
+            return Ok(current);
         }
         tracing::warn!(
             table,
@@ -51,6 +55,23 @@ pub(crate) async fn current_metadata_file(
         .ok_or_else(|| Error::NotFound {
             what: format!("table {table}: no metadata.json under {dir}/metadata"),
         })
+}
+
+/// `v{version}.metadata.json` (or its gzip form) under `dir/metadata`, if it exists.
+async fn metadata_file_at(
+    storage: &ObjectStorage,
+    dir: &str,
+    version: u64,
+) -> Result<Option<String>> {
+    for candidate in [
+        format!("{dir}/metadata/v{version}.metadata.json"),
+        format!("{dir}/metadata/v{version}.gz.metadata.json"),
+    ] {
+        if storage.head(&candidate).await?.is_some() {
+            return Ok(Some(candidate));
+        }
+    }
+    Ok(None)
 }
 
 /// Walk a Hadoop warehouse: every directory holding `metadata/` is a table, every other
