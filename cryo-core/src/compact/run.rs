@@ -155,6 +155,9 @@ pub struct GroupOutcome {
     pub retries: u32,
     /// Rewrite time.
     pub rewrite_ms: u64,
+    /// Bytes a sorted rewrite spilled to disk past its memory budget (0 for a bin-pack).
+    #[serde(default)]
+    pub spilled_bytes: u64,
 }
 
 /// The outcome of compacting one table.
@@ -267,6 +270,7 @@ fn rewritten_outcome(r: &RewrittenGroup, status: GroupStatus, retries: u32) -> G
         rows_out: r.rows_written,
         retries,
         rewrite_ms: r.duration_ms,
+        spilled_bytes: r.spilled_bytes,
     }
 }
 
@@ -293,6 +297,7 @@ fn group_outcome(g: &FileGroup, status: GroupStatus) -> GroupOutcome {
         rows_out: 0,
         retries: 0,
         rewrite_ms: 0,
+        spilled_bytes: 0,
     }
 }
 

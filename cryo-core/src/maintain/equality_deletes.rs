@@ -42,6 +42,7 @@ use iceberg::spec::{DataContentType, DataFile, FormatVersion};
 use serde::{Deserialize, Serialize};
 
 use crate::catalog::{Catalog, LoadedTable, TableId};
+use crate::clock::Clock;
 use crate::commit::driver::{Attempt, AttemptContext, CommitDriver, CommitOp, Driven};
 use crate::commit::{
     CommitFence, LiveFile, RetryPolicy, SnapshotProducer, expect_counts, live_files,
@@ -212,6 +213,7 @@ pub struct ConvertEqualityDeletes<'a> {
     catalog: &'a Catalog,
     table: TableId,
     options: ConvertEqualityDeletesOptions,
+    clock: Arc<dyn Clock>,
 }
 
 impl<'a> ConvertEqualityDeletes<'a> {
@@ -221,7 +223,15 @@ impl<'a> ConvertEqualityDeletes<'a> {
             catalog,
             table,
             options: ConvertEqualityDeletesOptions::default(),
+            clock: crate::clock::system(),
         }
+    }
+
+    /// The clock that stamps the snapshot and judges the quiet period.
+    #[must_use]
+    pub fn with_clock(mut self, clock: Arc<dyn Clock>) -> Self {
+        self.clock = clock;
+        self
     }
 
     /// Options.
@@ -247,7 +257,7 @@ impl<'a> ConvertEqualityDeletes<'a> {
     /// [`PreparedConversion::commit`] (or [`PreparedConversion::abort`]) ends it. A dry run, or a
     /// table with nothing to convert, prepares nothing to commit.
     pub async fn prepare(self) -> Result<PreparedConversion<'a>> {
-        prepare(self.catalog, &self.table, &self.options).await
+        prepare(self.catalog, &self.table, &self.options, self.clock).await
     }
 }
 
@@ -262,6 +272,7 @@ pub struct PreparedConversion<'a> {
     converted: HashSet<String>,
     referenced: Vec<String>,
     added: Vec<DataFile>,
+    clock: Arc<dyn Clock>,
     started: Instant,
 }
 
@@ -298,6 +309,7 @@ impl PreparedConversion<'_> {
             referenced: self.referenced.clone(),
             added: self.added.clone(),
             v3: self.outcome.deletion_vectors,
+            clock: Arc::clone(&self.clock),
         }
     }
 
@@ -455,7 +467,10 @@ pub async fn convert_equality_deletes(
     table: &TableId,
     options: &ConvertEqualityDeletesOptions,
 ) -> Result<ConvertEqualityDeletesOutcome> {
-    prepare(catalog, table, options).await?.commit().await
+    prepare(catalog, table, options, crate::clock::system())
+        .await?
+        .commit()
+        .await
 }
 
 #[allow(
@@ -466,6 +481,7 @@ async fn prepare<'a>(
     catalog: &'a Catalog,
     table: &TableId,
     options: &ConvertEqualityDeletesOptions,
+    clock: Arc<dyn Clock>,
 ) -> Result<PreparedConversion<'a>> {
     let started = Instant::now();
     options.validate()?;
@@ -501,6 +517,7 @@ async fn prepare<'a>(
         converted: HashSet::new(),
         referenced: Vec::new(),
         added: Vec::new(),
+        clock: Arc::clone(&clock),
         started,
     };
     if md.format_version() < FormatVersion::V2 || md.current_snapshot().is_none() {
@@ -530,7 +547,7 @@ async fn prepare<'a>(
             quiet_period_ms: options.quiet_period_ms,
             ..CompactOptions::every_file()
         },
-        chrono::Utc::now().timestamp_millis(),
+        clock.now_ms(),
         live.clone(),
     )?;
     let default_spec = md.default_partition_spec_id();
@@ -698,6 +715,7 @@ async fn prepare<'a>(
         added,
         base,
         outcome,
+        clock,
         started,
     })
 }
@@ -714,6 +732,7 @@ struct ConvertCommit<'a> {
     referenced: Vec<String>,
     added: Vec<DataFile>,
     v3: bool,
+    clock: Arc<dyn Clock>,
 }
 
 impl ConvertCommit<'_> {
@@ -784,6 +803,7 @@ impl CommitOp for ConvertCommit<'_> {
             }
         }
         let producer = SnapshotProducer::replace(head)
+            .with_clock(Arc::clone(&self.clock))
             .set_snapshot_property("cryo.operation", "convert_equality_deletes")
             .remove_delete_files(self.removed.iter().map(|d| d.path.clone()))
             .add_delete_files(self.added.clone());
