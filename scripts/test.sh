@@ -94,7 +94,7 @@ step "python lint and spelling (ruff, typos)"
 
 step "services"
 bash scripts/services.sh start
-trap 'durations; for p in ${build_pid:-} ${fuzz_pid:-} ${packages_pid:-}; do kill "$p" 2>/dev/null || true; done; bash "$ROOT/scripts/services.sh" stop >/dev/null 2>&1 || true' EXIT
+trap 'durations; for p in ${build_pid:-} ${fuzz_pid:-} ${sim_pid:-} ${packages_pid:-}; do kill "$p" 2>/dev/null || true; done; bash "$ROOT/scripts/services.sh" stop >/dev/null 2>&1 || true' EXIT
 set -a
 # shellcheck disable=SC1091
 . "$CRYO_PEERS_DIR/run/services.env"
@@ -140,6 +140,15 @@ CRYO_IT_TEST_BIN=$(cargo test -q -p cryo-core --features "$CORE_FEATURES" --test
   | "$PEERS_PYTHON" -c 'import json, sys; print([m["executable"] for m in map(json.loads, sys.stdin) if m.get("executable")][-1])')
 CRYO_EXAMPLES_DIR=${CARGO_TARGET_DIR:-$ROOT/target}/$CARGO_BUILD_TARGET/debug/examples
 export CRYO_IT_TEST_BIN CRYO_EXAMPLES_DIR
+
+# The commit-protocol simulator (cryo-core/tests/sim): `cargo test` above ran its first 40 seeds;
+# here, beside pytest like the fuzzing, as many more as SIM_SECONDS allows (seeds from 1000 on).
+step "commit-protocol simulation (${SIM_SECONDS:-240} s of seeds, in the background)"
+SIM_BIN=$(cargo test -q -p cryo-core --features "$CORE_FEATURES" --test sim --no-run --message-format=json \
+  | "$PEERS_PYTHON" -c 'import json, sys; print([m["executable"] for m in map(json.loads, sys.stdin) if m.get("executable")][-1])')
+CRYO_SIM_FIRST=1000 CRYO_SIM_SEEDS=1000000 CRYO_SIM_SECONDS=${SIM_SECONDS:-240} \
+  "$SIM_BIN" seeds --exact --nocapture >target/sim.log 2>&1 &
+sim_pid=$!
 
 # Bounded fuzzing (scripts/fuzz.sh: cold build + FUZZ_SECONDS per target; without a nightly
 # toolchain it says so and replays the seeds only). Longer runs by hand: see scripts/README.md.
@@ -251,6 +260,12 @@ rc=0; wait "$packages_pid" || rc=$?
 cat target/packages-lane.log
 packages_pid=""
 [ "$rc" = 0 ] || { echo "the lints and packages lane failed ($rc)"; exit "$rc"; }
+
+step "commit-protocol simulation (waiting for the background run)"
+rc=0; wait "$sim_pid" || rc=$?
+sim_pid=""
+tail -n 60 target/sim.log
+[ "$rc" = 0 ] || { echo "the simulation failed ($rc)"; exit "$rc"; }
 
 step "fuzz (waiting for the background run)"
 rc=0; wait "$fuzz_pid" || rc=$?

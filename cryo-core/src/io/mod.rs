@@ -9,6 +9,9 @@ mod counters;
 mod storage;
 
 pub use counters::{IoCounters, IoSnapshot, PathKind};
+#[cfg(feature = "fuzz")]
+#[doc(hidden)]
+pub use storage::install_memory_store;
 pub(crate) use storage::local_file_path;
 pub use storage::{ObjectStorage, ObjectStorageFactory, StoreLocation, normalize_location};
 

@@ -24,8 +24,21 @@ use crate::catalog::props;
 use crate::error::{BoxError, Error, Result};
 
 /// In-memory stores live for the whole process, one per `memory://<authority>`.
-static MEMORY_STORES: LazyLock<Mutex<HashMap<String, Arc<InMemory>>>> =
+static MEMORY_STORES: LazyLock<Mutex<HashMap<String, Arc<dyn ObjectStore>>>> =
     LazyLock::new(|| Mutex::new(HashMap::new()));
+
+/// Serve `memory://<authority>` from `store` for the rest of the process (storages that already
+/// used the authority keep the store they had). For tests and the commit-protocol simulator,
+/// whose store schedules every request and injects faults. Not API.
+#[cfg(feature = "fuzz")]
+#[doc(hidden)]
+pub fn install_memory_store(authority: &str, store: Arc<dyn ObjectStore>) -> Result<()> {
+    MEMORY_STORES
+        .lock()
+        .map_err(|_| Error::Internal("memory store lock poisoned".into()))?
+        .insert(authority.to_string(), store);
+    Ok(())
+}
 
 /// Writes smaller than this are one PUT; larger ones stream as a multipart upload.
 const MULTIPART_THRESHOLD: usize = 8 * 1024 * 1024;
@@ -306,7 +319,7 @@ impl ObjectStorage {
                 let store = mem
                     .entry(loc.authority.clone())
                     .or_insert_with(|| Arc::new(InMemory::new()));
-                Arc::clone(store) as Arc<dyn ObjectStore>
+                Arc::clone(store)
             }
             Scheme::S3 => self.build_s3(&loc.authority)?,
             Scheme::Gcs => self.build_gcs(&loc.authority)?,

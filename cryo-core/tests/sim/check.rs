@@ -1,0 +1,199 @@
+//! The invariants, checked whenever every actor is idle (faults off).
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use cryo_core::LoadedTable;
+use iceberg::spec::{DataContentType, ManifestList, ManifestStatus};
+use object_store::path::Path;
+
+use super::table::{Rows, live_of, model_rows, read_by_hand, read_table};
+use super::world::SimStore;
+
+/// Every file the table's metadata references: metadata files, and per retained snapshot its
+/// manifest list, manifests and live files.
+#[derive(Debug, Default)]
+pub struct References {
+    pub metadata: BTreeSet<String>,
+    pub snapshots: BTreeSet<String>,
+}
+
+impl References {
+    pub fn all(&self) -> BTreeSet<&str> {
+        self.metadata
+            .iter()
+            .chain(&self.snapshots)
+            .map(String::as_str)
+            .collect()
+    }
+}
+
+/// A location's key in the store (`memory://authority/key` → `key`).
+pub fn key(location: &str) -> Path {
+    let rest = location.split_once("://").map_or(location, |(_, r)| r);
+    let key = rest.split_once('/').map_or("", |(_, k)| k);
+    Path::from(key)
+}
+
+/// Rows: the table, read by upstream's reader and by hand, must be the model.
+pub async fn rows_match(table: &LoadedTable, model: &Rows) -> Result<(), String> {
+    let want = model_rows(model);
+    let by_hand = live_of(&read_by_hand(table).await.map_err(|e| e.to_string())?);
+    compare("read by hand", &by_hand, &want)?;
+    let got = read_table(table).await?;
+    compare("upstream's reader", &got, &want)
+}
+
+fn compare(
+    reader: &str,
+    got: &[(i64, i32, String)],
+    want: &[(i64, i32, String)],
+) -> Result<(), String> {
+    if got == want {
+        return Ok(());
+    }
+    let got_ids: BTreeMap<i64, usize> = got.iter().fold(BTreeMap::new(), |mut m, r| {
+        *m.entry(r.0).or_default() += 1;
+        m
+    });
+    let lost: Vec<_> = want.iter().filter(|r| !got.contains(r)).take(5).collect();
+    let extra: Vec<_> = got.iter().filter(|r| !want.contains(r)).take(5).collect();
+    let dup: Vec<_> = got_ids.iter().filter(|(_, n)| **n > 1).take(5).collect();
+    Err(format!(
+        "{reader}: rows differ from the model: {} read, {} expected; lost {lost:?}; resurrected or stale {extra:?}; duplicated ids {dup:?}",
+        got.len(),
+        want.len()
+    ))
+}
+
+/// Metadata: sequence numbers, parents and the current snapshot's summary; every referenced
+/// file exists. Returns what the metadata references.
+pub async fn metadata_valid(table: &LoadedTable, store: &SimStore) -> Result<References, String> {
+    let md = table.metadata.as_ref();
+    let io = table.file_io.clone();
+    let mut refs = References::default();
+    if let Some(loc) = &table.metadata_location {
+        refs.metadata.insert(loc.clone());
+    }
+    for log in md.metadata_log() {
+        refs.metadata.insert(log.metadata_file.clone());
+    }
+    let mut seqs = BTreeSet::new();
+    for s in md.snapshots() {
+        if !seqs.insert(s.sequence_number()) {
+            return Err(format!(
+                "sequence number {} is used by two snapshots",
+                s.sequence_number()
+            ));
+        }
+        if s.sequence_number() > md.last_sequence_number() {
+            return Err(format!(
+                "snapshot {} has sequence number {} past the table's last {}",
+                s.snapshot_id(),
+                s.sequence_number(),
+                md.last_sequence_number()
+            ));
+        }
+        if let Some(parent) = s.parent_snapshot_id().and_then(|p| md.snapshot_by_id(p))
+            && parent.sequence_number() >= s.sequence_number()
+        {
+            {
+                return Err(format!(
+                    "snapshot {} (sequence {}) is not after its parent {} (sequence {})",
+                    s.snapshot_id(),
+                    s.sequence_number(),
+                    parent.snapshot_id(),
+                    parent.sequence_number()
+                ));
+            }
+        }
+        refs.snapshots.insert(s.manifest_list().to_string());
+        let bytes = table
+            .storage
+            .read_all(s.manifest_list())
+            .await
+            .map_err(|e| format!("snapshot {}: manifest list: {e}", s.snapshot_id()))?;
+        let list = ManifestList::parse_with_version(&bytes, md.format_version())
+            .map_err(|e| format!("snapshot {}: manifest list: {e}", s.snapshot_id()))?;
+        let current = md.current_snapshot_id() == Some(s.snapshot_id());
+        let (mut data_files, mut delete_files, mut records) = (0u64, 0u64, 0u64);
+        for mf in list.entries() {
+            refs.snapshots.insert(mf.manifest_path.clone());
+            let manifest = mf.load_manifest(&io).await.map_err(|e| {
+                format!(
+                    "snapshot {}: manifest {}: {e}",
+                    s.snapshot_id(),
+                    mf.manifest_path
+                )
+            })?;
+            for entry in manifest.entries() {
+                if entry.status() == ManifestStatus::Deleted {
+                    continue;
+                }
+                let f = entry.data_file();
+                refs.snapshots.insert(f.file_path().to_string());
+                match f.content_type() {
+                    DataContentType::Data => {
+                        data_files += 1;
+                        records += f.record_count();
+                    }
+                    _ => delete_files += 1,
+                }
+            }
+        }
+        if current {
+            let summary = &s.summary().additional_properties;
+            let want = |k: &str, v: u64| -> Result<(), String> {
+                match summary.get(k).map(|x| x.parse::<u64>()) {
+                    Some(Ok(n)) if n != v => Err(format!(
+                        "current snapshot {}: summary {k} = {n}, the manifests list {v}",
+                        s.snapshot_id()
+                    )),
+                    _ => Ok(()),
+                }
+            };
+            want("total-data-files", data_files)?;
+            want("total-delete-files", delete_files)?;
+            want("total-records", records)?;
+        }
+    }
+    for f in md.statistics_iter() {
+        refs.snapshots.insert(f.statistics_path.clone());
+    }
+    // Every file a retained snapshot (or the metadata log's newest entries) needs exists.
+    for loc in &refs.snapshots {
+        if !store.exists(&key(loc)).await {
+            return Err(format!(
+                "{loc} is referenced by a retained snapshot but was deleted"
+            ));
+        }
+    }
+    if let Some(loc) = &table.metadata_location
+        && !store.exists(&key(loc)).await
+    {
+        return Err(format!("the current metadata file {loc} is missing"));
+    }
+    Ok(refs)
+}
+
+/// After the final orphan removal: nothing is left that nothing references.
+pub async fn no_leftovers(store: &SimStore, refs: &References, root: &str) -> Result<(), String> {
+    let referenced: BTreeSet<String> = refs.all().into_iter().map(|l| key(l).to_string()).collect();
+    let root = key(root).to_string();
+    let mut left = Vec::new();
+    for o in store.all_objects().await {
+        let k = o.location.to_string();
+        if !k.starts_with(&root) || referenced.contains(&k) || k.ends_with("version-hint.text") {
+            continue;
+        }
+        left.push(k);
+    }
+    if left.is_empty() {
+        Ok(())
+    } else {
+        Err(format!(
+            "{} files no metadata references were left after orphan removal: {:?}",
+            left.len(),
+            &left[..left.len().min(5)]
+        ))
+    }
+}

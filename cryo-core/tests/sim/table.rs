@@ -1,0 +1,594 @@
+//! The simulated table, its exact model of the rows, and the writers that change both.
+//!
+//! Rows are `(id, part, v)`: `part` is `id % 3` (the identity partition), `v` names the row's
+//! version (`"<id>.<n>"`), so one version of a row exists in exactly one place. Writers do what
+//! real ones do — append, delete by equality, upsert (an equality delete and the new row in one
+//! commit, as Flink does), delete by position after reading the file (as Spark's merge-on-read
+//! does), and overwrite a partition (copy-on-write) — each through Cryo's public commit API, with
+//! the validation real writers make: a commit is made on the head its reads came from, and a
+//! moved head means reading again. The model changes only when a writer's commit landed.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use arrow_array::{Array, ArrayRef, Int32Array, Int64Array, RecordBatch, StringArray};
+use arrow_schema::{DataType, Field, Schema as ArrowSchema};
+use cryo_core::clock::Clock;
+use cryo_core::commit::{
+    SnapshotProducer, live_files, write_data_files, write_equality_deletes, write_position_deletes,
+};
+use cryo_core::{Catalog, Error, LoadedTable, TableId};
+use futures::TryStreamExt;
+use iceberg::spec::{
+    DataContentType, NestedField, PrimitiveType, Schema, Transform, Type, UnboundPartitionSpec,
+};
+
+use super::world::Rng;
+
+pub const PARTS: i64 = 3;
+
+pub fn schema() -> Schema {
+    Schema::builder()
+        .with_fields(vec![
+            NestedField::required(1, "id", Type::Primitive(PrimitiveType::Long)).into(),
+            NestedField::required(2, "part", Type::Primitive(PrimitiveType::Int)).into(),
+            NestedField::optional(3, "v", Type::Primitive(PrimitiveType::String)).into(),
+        ])
+        .build()
+        .expect("schema")
+}
+
+pub fn spec() -> UnboundPartitionSpec {
+    UnboundPartitionSpec::builder()
+        .add_partition_field(2, "part", Transform::Identity)
+        .expect("partition field")
+        .build()
+}
+
+/// A data file's rows in file order, `((id, version), live)`, by its path.
+pub type FileRows = (String, Vec<((i64, String), bool)>);
+
+/// A row: id → (part, version).
+pub type Rows = BTreeMap<i64, (i32, String)>;
+
+fn arrow_schema() -> Arc<ArrowSchema> {
+    Arc::new(ArrowSchema::new(vec![
+        Field::new("id", DataType::Int64, false),
+        Field::new("part", DataType::Int32, false),
+        Field::new("v", DataType::Utf8, true),
+    ]))
+}
+
+pub fn part_of(id: i64) -> i32 {
+    (id % PARTS) as i32
+}
+
+fn batch(rows: &[(i64, String)]) -> RecordBatch {
+    RecordBatch::try_new(
+        arrow_schema(),
+        vec![
+            Arc::new(Int64Array::from_iter_values(rows.iter().map(|r| r.0))) as ArrayRef,
+            Arc::new(Int32Array::from_iter_values(
+                rows.iter().map(|r| part_of(r.0)),
+            )),
+            Arc::new(
+                rows.iter()
+                    .map(|r| Some(r.1.clone()))
+                    .collect::<StringArray>(),
+            ),
+        ],
+    )
+    .expect("batch")
+}
+
+fn keys(ids: &[i64]) -> RecordBatch {
+    RecordBatch::try_new(
+        Arc::new(ArrowSchema::new(vec![
+            Field::new("id", DataType::Int64, false),
+            Field::new("part", DataType::Int32, false),
+        ])),
+        vec![
+            Arc::new(Int64Array::from_iter_values(ids.iter().copied())) as ArrayRef,
+            Arc::new(Int32Array::from_iter_values(
+                ids.iter().map(|i| part_of(*i)),
+            )),
+        ],
+    )
+    .expect("keys")
+}
+
+/// Rows of record batches.
+pub fn rows_of(batches: &[RecordBatch]) -> Result<Vec<(i64, i32, String)>, String> {
+    let mut out = Vec::new();
+    for b in batches {
+        let col = |name: &str| {
+            b.column_by_name(name)
+                .ok_or_else(|| format!("no column {name}"))
+        };
+        let ids = col("id")?
+            .as_any()
+            .downcast_ref::<Int64Array>()
+            .ok_or("id is not a long")?;
+        let parts = col("part")?
+            .as_any()
+            .downcast_ref::<Int32Array>()
+            .ok_or("part is not an int")?;
+        let vs = col("v")?
+            .as_any()
+            .downcast_ref::<StringArray>()
+            .ok_or("v is not a string")?;
+        for i in 0..b.num_rows() {
+            out.push((ids.value(i), parts.value(i), vs.value(i).to_string()));
+        }
+    }
+    out.sort();
+    Ok(out)
+}
+
+/// The table's rows as upstream's reader returns them (deletes applied).
+pub async fn read_table(table: &LoadedTable) -> Result<Vec<(i64, i32, String)>, String> {
+    let scan = table
+        .to_iceberg()
+        .map_err(|e| e.to_string())?
+        .scan()
+        .select_all()
+        .build()
+        .map_err(|e| e.to_string())?;
+    let batches: Vec<RecordBatch> = scan
+        .to_arrow()
+        .await
+        .map_err(|e| e.to_string())?
+        .try_collect()
+        .await
+        .map_err(|e| e.to_string())?;
+    rows_of(&batches)
+}
+
+/// The model as sorted rows.
+pub fn model_rows(model: &Rows) -> Vec<(i64, i32, String)> {
+    model
+        .iter()
+        .map(|(id, (p, v))| (*id, *p, v.clone()))
+        .collect()
+}
+
+/// What one writer action did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Done {
+    Committed,
+    /// Gave up (too many conflicts, or what it wanted to change is gone): nothing landed.
+    GaveUp(String),
+}
+
+/// A writer: its own generator, the shared model, the clock.
+pub struct Writer {
+    pub index: usize,
+    pub rng: Rng,
+    pub catalog: Arc<Catalog>,
+    pub table: TableId,
+    pub clock: Arc<dyn Clock>,
+}
+
+/// A change a committed writer action made, applied to the model in commit order.
+#[derive(Debug, Clone)]
+pub enum Change {
+    Insert(i64, String),
+    /// An equality delete: every older row with the id.
+    DeleteId(i64),
+    /// A position delete of one version (a no-op if the row is no longer that version).
+    DeleteVersion(i64, String),
+    /// A copy-on-write rewrite of one version into another.
+    Replace(i64, String, String),
+}
+
+/// The writers' model of the rows. Writers record their changes with their commit's sequence
+/// number; [`Model::settle`] applies them in that order (two writers' model updates may come
+/// in either order, their commits cannot).
+#[derive(Debug, Default)]
+pub struct Model {
+    pub rows: Rows,
+    pub next_id: i64,
+    pub next_version: u64,
+    pending: Vec<(i64, Vec<Change>)>,
+}
+
+impl Model {
+    fn version(&mut self, id: i64) -> String {
+        self.next_version += 1;
+        format!("{id}.{}", self.next_version)
+    }
+
+    fn record(&mut self, sequence_number: i64, changes: Vec<Change>) {
+        self.pending.push((sequence_number, changes));
+    }
+
+    /// Apply every recorded change in commit order.
+    pub fn settle(&mut self) {
+        let mut pending = std::mem::take(&mut self.pending);
+        pending.sort_by_key(|(seq, _)| *seq);
+        for (_, changes) in pending {
+            for c in changes {
+                match c {
+                    Change::Insert(id, v) => {
+                        self.rows.insert(id, (part_of(id), v));
+                    }
+                    Change::DeleteId(id) => {
+                        self.rows.remove(&id);
+                    }
+                    Change::DeleteVersion(id, v) => {
+                        if self.rows.get(&id).is_some_and(|(_, cur)| *cur == v) {
+                            self.rows.remove(&id);
+                        }
+                    }
+                    Change::Replace(id, old, new) => {
+                        if self.rows.get(&id).is_some_and(|(_, cur)| *cur == old) {
+                            self.rows.insert(id, (part_of(id), new));
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+const ATTEMPTS: usize = 6;
+
+fn conflict(e: &Error) -> bool {
+    matches!(e, Error::CommitConflict { .. })
+}
+
+impl Writer {
+    async fn head(&self) -> Result<LoadedTable, Error> {
+        self.catalog.load_table(&self.table).await
+    }
+
+    /// One action, chosen by the writer's generator.
+    pub async fn act(&mut self, model: &tokio::sync::Mutex<Model>) -> Result<Done, Error> {
+        match self.rng.below(10) {
+            0..=3 => self.append(model).await,
+            4 => self.delete_by_equality(model, false).await,
+            5 => self.delete_by_equality(model, true).await,
+            6 | 7 => self.delete_by_position(model).await,
+            _ => self.overwrite_partition(model).await,
+        }
+    }
+
+    async fn append(&mut self, model: &tokio::sync::Mutex<Model>) -> Result<Done, Error> {
+        let n = 1 + self.rng.below(12) as i64;
+        let rows: Vec<(i64, String)> = {
+            let mut m = model.lock().await;
+            let first = m.next_id;
+            m.next_id += n;
+            (first..first + n).map(|id| (id, m.version(id))).collect()
+        };
+        let mut head = self.head().await?;
+        let files = write_data_files(&head, [batch(&rows)]).await?.files;
+        for _ in 0..ATTEMPTS {
+            let r = SnapshotProducer::new(&head)
+                .add_data_files(files.clone())
+                .with_clock(Arc::clone(&self.clock))
+                .commit(self.catalog.committer()?.as_ref())
+                .await;
+            match r {
+                Ok(c) => {
+                    let changes = rows
+                        .into_iter()
+                        .map(|(id, v)| Change::Insert(id, v))
+                        .collect();
+                    model.lock().await.record(c.sequence_number, changes);
+                    return Ok(Done::Committed);
+                }
+                // An append needs no validation: stage it again on the new head.
+                Err(e) if conflict(&e) => head = self.head().await?,
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(Done::GaveUp("append: conflicts".into()))
+    }
+
+    /// Delete some live ids by equality; with `upsert`, write their new versions in the same
+    /// commit.
+    async fn delete_by_equality(
+        &mut self,
+        model: &tokio::sync::Mutex<Model>,
+        upsert: bool,
+    ) -> Result<Done, Error> {
+        let (ids, new_rows) = {
+            let mut m = model.lock().await;
+            let live: Vec<i64> = m.rows.keys().copied().collect();
+            if live.is_empty() {
+                return Ok(Done::GaveUp("nothing to delete".into()));
+            }
+            let mut ids: Vec<i64> = (0..=self.rng.below(4))
+                .filter_map(|_| self.rng.pick(&live).copied())
+                .collect();
+            ids.sort_unstable();
+            ids.dedup();
+            let new_rows: Vec<(i64, String)> = if upsert {
+                ids.iter().map(|id| (*id, m.version(*id))).collect()
+            } else {
+                Vec::new()
+            };
+            (ids, new_rows)
+        };
+        let mut head = self.head().await?;
+        let deletes = write_equality_deletes(&head, &["id"], [keys(&ids)])
+            .await?
+            .files;
+        let data = if upsert {
+            write_data_files(&head, [batch(&new_rows)]).await?.files
+        } else {
+            Vec::new()
+        };
+        for _ in 0..ATTEMPTS {
+            let r = SnapshotProducer::new(&head)
+                .add_delete_files(deletes.clone())
+                .add_data_files(data.clone())
+                .with_clock(Arc::clone(&self.clock))
+                .commit(self.catalog.committer()?.as_ref())
+                .await;
+            match r {
+                Ok(c) => {
+                    // The delete applies to every older row with these ids, whatever happened
+                    // to them meanwhile; the upserted versions are as new as the delete.
+                    let mut changes: Vec<Change> =
+                        ids.iter().map(|id| Change::DeleteId(*id)).collect();
+                    changes.extend(new_rows.into_iter().map(|(id, v)| Change::Insert(id, v)));
+                    model.lock().await.record(c.sequence_number, changes);
+                    return Ok(Done::Committed);
+                }
+                Err(e) if conflict(&e) => head = self.head().await?,
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(Done::GaveUp("equality delete: conflicts".into()))
+    }
+
+    /// Read a live data file, pick rows that are the model's current versions, and delete them
+    /// by position; committed on the head the file was read from (a moved head: read again).
+    async fn delete_by_position(
+        &mut self,
+        model: &tokio::sync::Mutex<Model>,
+    ) -> Result<Done, Error> {
+        for _ in 0..ATTEMPTS {
+            let head = self.head().await?;
+            if head.metadata.format_version() != iceberg::spec::FormatVersion::V2 {
+                return Ok(Done::GaveUp(
+                    "position deletes are written on v2 tables".into(),
+                ));
+            }
+            let files = read_by_hand(&head).await?;
+            let Some((path, rows)) = self.rng.pick(&files).cloned() else {
+                return Ok(Done::GaveUp("no data file".into()));
+            };
+            let mut positions = Vec::new();
+            let mut gone = Vec::new();
+            for (pos, (row, live)) in rows.iter().enumerate() {
+                if *live && self.rng.chance(0.4) {
+                    positions.push(pos as i64);
+                    gone.push(Change::DeleteVersion(row.0, row.1.clone()));
+                }
+            }
+            if positions.is_empty() {
+                return Ok(Done::GaveUp("no live row picked".into()));
+            }
+            let deletes = write_position_deletes(&head, &[(path, positions)])
+                .await?
+                .files;
+            let r = SnapshotProducer::new(&head)
+                .add_delete_files(deletes)
+                .with_clock(Arc::clone(&self.clock))
+                .commit(self.catalog.committer()?.as_ref())
+                .await;
+            match r {
+                Ok(c) => {
+                    model.lock().await.record(c.sequence_number, gone);
+                    return Ok(Done::Committed);
+                }
+                Err(e) if conflict(&e) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(Done::GaveUp("position delete: conflicts".into()))
+    }
+
+    /// Copy-on-write: read a partition's rows, write them again with new versions (some
+    /// dropped), remove every data file of the partition; committed on the head read.
+    async fn overwrite_partition(
+        &mut self,
+        model: &tokio::sync::Mutex<Model>,
+    ) -> Result<Done, Error> {
+        let part = self.rng.below(PARTS as usize) as i32;
+        for _ in 0..ATTEMPTS {
+            let head = self.head().await?;
+            let files = read_by_hand(&head).await?;
+            let rows = live_of(&files);
+            let old: Vec<String> = files
+                .iter()
+                .filter(|(p, _)| p.contains(&format!("/part={part}/")))
+                .map(|(p, _)| p.clone())
+                .collect();
+            if old.is_empty() {
+                return Ok(Done::GaveUp("empty partition".into()));
+            }
+            let (kept, changes) = {
+                let mut m = model.lock().await;
+                let mut kept = Vec::new();
+                let mut changes = Vec::new();
+                for (id, _, v) in rows.iter().filter(|r| r.1 == part) {
+                    if self.rng.chance(0.2) {
+                        changes.push(Change::DeleteVersion(*id, v.clone()));
+                    } else {
+                        let new = m.version(*id);
+                        changes.push(Change::Replace(*id, v.clone(), new.clone()));
+                        kept.push((*id, new));
+                    }
+                }
+                (kept, changes)
+            };
+            let mut producer = SnapshotProducer::new(&head)
+                .delete_data_files(old)
+                .with_clock(Arc::clone(&self.clock));
+            if !kept.is_empty() {
+                producer =
+                    producer.add_data_files(write_data_files(&head, [batch(&kept)]).await?.files);
+            }
+            match producer.commit(self.catalog.committer()?.as_ref()).await {
+                Ok(c) => {
+                    model.lock().await.record(c.sequence_number, changes);
+                    return Ok(Done::Committed);
+                }
+                Err(e) if conflict(&e) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(Done::GaveUp("overwrite: conflicts".into()))
+    }
+}
+
+/// The live rows of `head`, read by hand from its files (Parquet data, position delete and
+/// equality delete files, with the spec's sequence-number rules): a second reader beside
+/// upstream's, and the writers' (it spawns nothing outside the schedule). Per data file, its
+/// rows in file order with whether each is live.
+pub async fn read_by_hand(
+    head: &LoadedTable,
+) -> Result<Vec<(String, Vec<((i64, String), bool)>)>, Error> {
+    use std::collections::{HashMap, HashSet};
+    let files = live_files(head).await?;
+    let read = |path: String| async move { head.storage.read_all(&path).await };
+    // (data file, position) → newest delete sequence number; id → equality delete sequences.
+    let mut positions: HashMap<(String, i64), i64> = HashMap::new();
+    let mut equality: HashMap<i64, Vec<i64>> = HashMap::new();
+    for f in &files {
+        let seq = f.sequence_number.unwrap_or(0);
+        match f.file.content_type() {
+            DataContentType::PositionDeletes => {
+                let bytes = read(f.file.file_path().to_string()).await?;
+                for (path, pos) in parquet_positions(bytes).map_err(Error::Internal)? {
+                    let e = positions.entry((path, pos)).or_insert(seq);
+                    *e = (*e).max(seq);
+                }
+            }
+            DataContentType::EqualityDeletes => {
+                let bytes = read(f.file.file_path().to_string()).await?;
+                for id in parquet_ids(bytes).map_err(Error::Internal)? {
+                    equality.entry(id).or_default().push(seq);
+                }
+            }
+            DataContentType::Data => {}
+        }
+    }
+    let mut out = Vec::new();
+    let mut seen = HashSet::new();
+    for f in files
+        .iter()
+        .filter(|f| f.file.content_type() == DataContentType::Data)
+    {
+        let path = f.file.file_path().to_string();
+        if !seen.insert(path.clone()) {
+            return Err(Error::Internal(format!("{path} is live twice")));
+        }
+        let seq = f.sequence_number.unwrap_or(0);
+        let rows = parquet_rows(read(path.clone()).await?).map_err(Error::Internal)?;
+        let rows: Vec<((i64, String), bool)> = rows
+            .into_iter()
+            .enumerate()
+            .map(|(pos, row)| {
+                let by_position = positions
+                    .get(&(path.clone(), pos as i64))
+                    .is_some_and(|d| seq <= *d);
+                let by_equality = equality
+                    .get(&row.0)
+                    .is_some_and(|ds| ds.iter().any(|d| seq < *d));
+                (row, !(by_position || by_equality))
+            })
+            .collect();
+        out.push((path, rows));
+    }
+    // By content, not by name: names carry random ids, and a writer picks from this list.
+    out.sort_by(|a, b| {
+        a.1.first()
+            .map(|r| &r.0)
+            .cmp(&b.1.first().map(|r| &r.0))
+            .then(a.1.len().cmp(&b.1.len()))
+    });
+    Ok(out)
+}
+
+/// The live rows [`read_by_hand`] finds, sorted.
+pub fn live_of(files: &[FileRows]) -> Vec<(i64, i32, String)> {
+    let mut out: Vec<(i64, i32, String)> = files
+        .iter()
+        .flat_map(|(_, rows)| {
+            rows.iter()
+                .filter(|r| r.1)
+                .map(|((id, v), _)| (*id, part_of(*id), v.clone()))
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+fn parquet_positions(bytes: bytes::Bytes) -> Result<Vec<(String, i64)>, String> {
+    let reader = parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(bytes)
+        .map_err(|e| e.to_string())?
+        .build()
+        .map_err(|e| e.to_string())?;
+    let mut out = Vec::new();
+    for b in reader {
+        let b = b.map_err(|e| e.to_string())?;
+        let paths = b
+            .column_by_name("file_path")
+            .and_then(|c| c.as_any().downcast_ref::<StringArray>().cloned())
+            .ok_or("no file_path column")?;
+        let pos = b
+            .column_by_name("pos")
+            .and_then(|c| c.as_any().downcast_ref::<Int64Array>().cloned())
+            .ok_or("no pos column")?;
+        for i in 0..b.num_rows() {
+            out.push((paths.value(i).to_string(), pos.value(i)));
+        }
+    }
+    Ok(out)
+}
+
+fn parquet_ids(bytes: bytes::Bytes) -> Result<Vec<i64>, String> {
+    let reader = parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(bytes)
+        .map_err(|e| e.to_string())?
+        .build()
+        .map_err(|e| e.to_string())?;
+    let mut out = Vec::new();
+    for b in reader {
+        let b = b.map_err(|e| e.to_string())?;
+        let ids = b
+            .column_by_name("id")
+            .and_then(|c| c.as_any().downcast_ref::<Int64Array>().cloned())
+            .ok_or("no id column")?;
+        out.extend(ids.values().iter().copied());
+    }
+    Ok(out)
+}
+
+/// `(id, v)` of every row of a Parquet file, in file order.
+pub fn parquet_rows(bytes: bytes::Bytes) -> Result<Vec<(i64, String)>, String> {
+    let reader = parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(bytes)
+        .map_err(|e| e.to_string())?
+        .build()
+        .map_err(|e| e.to_string())?;
+    let mut out = Vec::new();
+    for b in reader {
+        let b = b.map_err(|e| e.to_string())?;
+        let ids = b
+            .column_by_name("id")
+            .and_then(|c| c.as_any().downcast_ref::<Int64Array>().cloned())
+            .ok_or("no id column")?;
+        let vs = b
+            .column_by_name("v")
+            .and_then(|c| c.as_any().downcast_ref::<StringArray>().cloned())
+            .ok_or("no v column")?;
+        for i in 0..b.num_rows() {
+            out.push((ids.value(i), vs.value(i).to_string()));
+        }
+    }
+    Ok(out)
+}
