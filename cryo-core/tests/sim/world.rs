@@ -117,6 +117,9 @@ pub struct Faults {
     pub slow: f64,
     /// Cryo's process dies at this request (every later request of it fails until restart).
     pub crash: f64,
+    /// A conditional create (the catalog's swap: `vN.metadata.json`) that lands and loses its
+    /// answer: a commit of unknown outcome, on the one request where it matters most.
+    pub swap_lost: f64,
 }
 
 impl Faults {
@@ -126,6 +129,7 @@ impl Faults {
         stale_list: 0.0,
         slow: 0.0,
         crash: 0.0,
+        swap_lost: 0.0,
     };
 
     pub fn from_rng(rng: &mut Rng) -> Faults {
@@ -133,12 +137,25 @@ impl Faults {
         if rng.chance(0.33) {
             return Faults::NONE;
         }
+        // One in five of the others is a storm: a request in ten fails, before or after it took
+        // effect, so that a commit of unknown outcome meets a reload that fails too.
+        if rng.chance(0.2) {
+            return Faults {
+                fail_before: 0.1,
+                fail_after: 0.1,
+                stale_list: 0.2,
+                slow: 0.1,
+                crash: 0.0,
+                swap_lost: 0.3,
+            };
+        }
         Faults {
             fail_before: [0.0, 0.01, 0.03][rng.below(3)],
             fail_after: [0.0, 0.01, 0.03][rng.below(3)],
             stale_list: [0.0, 0.2][rng.below(2)],
             slow: [0.0, 0.1][rng.below(2)],
             crash: [0.0, 0.0, 0.005][rng.below(3)],
+            swap_lost: [0.0, 0.1, 0.3][rng.below(3)],
         }
     }
 }
@@ -326,6 +343,8 @@ impl Sched {
             state.cryo_dead = true;
             self.dead.notify_one();
             Verdict::Dead
+        } else if p.op == Op::PutIfAbsent && state.rng.chance(faults.swap_lost) {
+            Verdict::FailAfter
         } else if state.rng.chance(faults.fail_before) {
             Verdict::FailBefore
         } else if p.op.writes() && state.rng.chance(faults.fail_after) {
