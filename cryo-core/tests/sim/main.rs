@@ -66,7 +66,7 @@ struct Stats {
     cryo_errors: u32,
     cryo_killed: u32,
     requests: u64,
-    /// A digest of the interleaving (the same seed must give the same one).
+    /// A digest of the interleaving (`determinism_survey` compares two runs of a seed).
     trace: u64,
     ops: BTreeMap<String, u32>,
 }
@@ -397,5 +397,40 @@ fn replay() {
     match run_seed(seed) {
         Ok(s) => eprintln!("seed {seed}: {s:?}"),
         Err(f) => panic!("{f}"),
+    }
+}
+
+/// How far a seed fixes the run. `CRYO_SIM_SURVEY=N`: seeds 0..N, each run twice in this
+/// process, the ones whose interleavings differ listed; with `CRYO_SIM_HUNT=S` as well: seed S up
+/// to N times, until it fails.
+#[test]
+fn determinism_survey() {
+    let Some(n) = std::env::var("CRYO_SIM_SURVEY")
+        .ok()
+        .and_then(|v| v.parse::<u64>().ok())
+    else {
+        return;
+    };
+    if let Some(seed) = std::env::var("CRYO_SIM_HUNT")
+        .ok()
+        .and_then(|v| v.parse::<u64>().ok())
+    {
+        for i in 0..n {
+            if let Err(f) = run_seed(seed) {
+                panic!("attempt {i}: {f}");
+            }
+            eprintln!("=== attempt {i} passed");
+        }
+        return;
+    }
+    for seed in 0..n {
+        let a = run_seed(seed).unwrap_or_else(|f| panic!("{f}"));
+        let b = run_seed(seed).unwrap_or_else(|f| panic!("{f}"));
+        if a.trace != b.trace {
+            eprintln!(
+                "seed {seed} diverges: {} / {} requests, killed {}, ops {:?}",
+                a.requests, b.requests, a.cryo_killed, a.ops
+            );
+        }
     }
 }
