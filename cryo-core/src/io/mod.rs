@@ -9,11 +9,11 @@ mod counters;
 mod storage;
 
 pub use counters::{IoCounters, IoSnapshot, PathKind};
-#[cfg(feature = "fuzz")]
-#[doc(hidden)]
-pub use storage::install_memory_store;
 pub(crate) use storage::local_file_path;
 pub use storage::{ObjectStorage, ObjectStorageFactory, StoreLocation, normalize_location};
+#[cfg(feature = "fuzz")]
+#[doc(hidden)]
+pub use storage::{install_memory_store, uninstall_memory_store};
 
 /// Metadata reads (manifest lists, manifests) a scan or an expiry keeps in flight by default.
 ///

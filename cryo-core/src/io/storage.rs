@@ -40,6 +40,18 @@ pub fn install_memory_store(authority: &str, store: Arc<dyn ObjectStore>) -> Res
     Ok(())
 }
 
+/// Stop serving `memory://<authority>` (storages that already use it keep their store): what
+/// [`install_memory_store`] installed is freed once they are dropped. Not API.
+#[cfg(feature = "fuzz")]
+#[doc(hidden)]
+pub fn uninstall_memory_store(authority: &str) -> Result<()> {
+    MEMORY_STORES
+        .lock()
+        .map_err(|_| Error::Internal("memory store lock poisoned".into()))?
+        .remove(authority);
+    Ok(())
+}
+
 /// Writes smaller than this are one PUT; larger ones stream as a multipart upload.
 const MULTIPART_THRESHOLD: usize = 8 * 1024 * 1024;
 

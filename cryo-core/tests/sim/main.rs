@@ -8,7 +8,8 @@
 //! ([`check`]): the rows upstream's reader and a reader by hand return are exactly the writers'
 //! model (nothing lost, resurrected, duplicated or stale); every file a retained snapshot
 //! references exists; sequence numbers are unique and increase from parent to child; the current
-//! snapshot's summary counts what its manifests list. A run ends with an orphan removal, after
+//! snapshot's summary counts what its manifests list; on v3, row ids are unique and a row keeps its
+//! lineage through every rewrite. A run ends with an orphan removal, after
 //! which nothing that no metadata references may be left (what a killed Cryo left is found).
 //!
 //! Not yet exact: the requests one task has in flight at once arrive in an order the seed does
@@ -120,6 +121,7 @@ async fn simulate(seed: u64) -> Result<Stats, Failure> {
     let out = simulate_on(seed, &mut rng, &sched, &store, &authority).await;
     stop.store(true, Ordering::SeqCst);
     let _ = releaser.await;
+    cryo_core::io::uninstall_memory_store(&authority).expect("uninstall store");
     out
 }
 
@@ -149,9 +151,14 @@ async fn simulate_on(
         .map_err(|e| fail(0, format!("connect: {e}")))?;
     let catalog = Arc::new(catalog);
     let id = TableId::parse("db.t").expect("id");
+    let version = if rng.chance(0.35) {
+        FormatVersion::V3
+    } else {
+        FormatVersion::V2
+    };
     let mut new = NewTable::new(table::schema())
         .with_partition_spec(table::spec())
-        .with_format_version(FormatVersion::V2)
+        .with_format_version(version)
         .with_property("commit.retry.num-retries", "6");
     if rng.chance(0.5) {
         new = new.with_property("commit.manifest.min-count-to-merge", "3");
@@ -163,6 +170,7 @@ async fn simulate_on(
     let model = Arc::new(tokio::sync::Mutex::new(Model::default()));
     let rounds = 3 + rng.below(5) as u32;
     let mut next_writer = 0usize;
+    let mut lineage = check::Lineage::default();
 
     for round in 1..=rounds {
         stats.rounds = round;
@@ -257,7 +265,7 @@ async fn simulate_on(
         tokio::task::yield_now().await;
         sched.restart_cryo();
         sched.set_bypass(true);
-        let checked = check_round(&catalog, &id, &model, store, round, &fail).await;
+        let checked = check_round(&catalog, &id, &model, &mut lineage, store, round, &fail).await;
         sched.set_bypass(false);
         checked?;
     }
@@ -273,7 +281,16 @@ async fn simulate_on(
         )
         .await
         .map_err(|e| fail(rounds + 1, format!("final orphan removal: {e}")))?;
-    let refs = check_round(&catalog, &id, &model, store, rounds + 1, &fail).await?;
+    let refs = check_round(
+        &catalog,
+        &id,
+        &model,
+        &mut lineage,
+        store,
+        rounds + 1,
+        &fail,
+    )
+    .await?;
     let root = format!("memory://{authority}/wh/db/t");
     check::no_leftovers(store, &refs, &root)
         .await
@@ -287,6 +304,7 @@ async fn check_round(
     catalog: &Catalog,
     id: &TableId,
     model: &tokio::sync::Mutex<Model>,
+    lineage: &mut check::Lineage,
     store: &SimStore,
     round: u32,
     fail: &dyn Fn(u32, String) -> Failure,
@@ -299,7 +317,7 @@ async fn check_round(
                 .map_err(|e| fail(round, format!("load: {e}")))?;
             let mut m = model.lock().await;
             m.settle();
-            check::rows_match(&head, &m.rows)
+            check::rows_match(&head, &m.rows, lineage)
                 .await
                 .map_err(|e| fail(round, e))?;
             check::metadata_valid(&head, store)

@@ -1,15 +1,20 @@
 //! Cryo's operations as the simulation runs them: the public API, the real code paths.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use cryo_core::clock::Clock;
 use cryo_core::compact::{CompactOptions, Compaction, GroupStatus, RunOptions};
+use cryo_core::exec::{MaintenanceOptions, MaintenanceRun};
+use cryo_core::grade::{GradeOptions, grade};
 use cryo_core::maintain::{
     ConvertEqualityDeletes, ConvertEqualityDeletesOptions, ExpireOptions, ExpireSnapshots,
     RemoveOrphanFiles, RemoveOrphanFilesOptions, RewriteManifests, RewriteManifestsOptions,
     RewritePositionDeletes, RewritePositionDeletesOptions,
 };
-use cryo_core::plan::RewriteStrategy;
+use cryo_core::plan::{PlanOptions, RewriteStrategy, plan_fleet};
+use cryo_core::receipt::ReceiptStatus;
+use cryo_core::scan::{ScanOptions, scan_table};
 use cryo_core::{Catalog, Error, TableId};
 
 use super::world::Rng;
@@ -21,15 +26,22 @@ pub enum CryoOp {
     RewritePositionDeletes,
     RewriteManifests,
     ConvertEqualityDeletes,
-    Expire { retain_last: u32 },
+    Expire {
+        retain_last: u32,
+    },
     RemoveOrphans,
+    /// The maintenance run: scan, grade, plan with the defaults, then every planned step on the
+    /// native engine, with a quiet period or not.
+    MaintenanceRun {
+        quiet_period_ms: Option<u64>,
+    },
 }
 
 impl CryoOp {
     pub fn pick(rng: &mut Rng) -> CryoOp {
         let cols = || vec!["id".to_string()];
         let sorted = cfg!(feature = "datafusion");
-        match rng.below(9) {
+        match rng.below(10) {
             2 if sorted => CryoOp::Compact(RewriteStrategy::Sort { columns: cols() }),
             3 if sorted => CryoOp::Compact(RewriteStrategy::ZOrder {
                 columns: vec!["id".into(), "v".into()],
@@ -41,7 +53,10 @@ impl CryoOp {
             7 => CryoOp::Expire {
                 retain_last: 1 + rng.below(3) as u32,
             },
-            _ => CryoOp::RemoveOrphans,
+            8 => CryoOp::RemoveOrphans,
+            _ => CryoOp::MaintenanceRun {
+                quiet_period_ms: rng.chance(0.3).then_some(50),
+            },
         }
     }
 
@@ -161,6 +176,9 @@ pub async fn run(
                 summary: format!("expired {:?}", out.expired_snapshot_ids),
             })
         }
+        CryoOp::MaintenanceRun { quiet_period_ms } => {
+            maintenance_run(catalog, table, clock, *quiet_period_ms).await
+        }
         CryoOp::RemoveOrphans => {
             let out = RemoveOrphanFiles::new(catalog, table.clone())
                 .with_options(RemoveOrphanFilesOptions {
@@ -199,4 +217,65 @@ pub async fn final_orphan_removal(
         .execute()
         .await?;
     Ok(out.orphans.len())
+}
+
+/// Scan, grade, plan and run the plan natively: what `cryo run` does to one table.
+async fn maintenance_run(
+    catalog: &Catalog,
+    table: &TableId,
+    clock: Arc<dyn Clock>,
+    quiet_period_ms: Option<u64>,
+) -> Result<Ended, Error> {
+    let scan = scan_table(catalog, table, &ScanOptions::default(), clock.as_ref()).await?;
+    let report = grade(&scan, &GradeOptions::default(), scan.scanned_at_ms)?;
+    let plan = plan_fleet(
+        catalog.name(),
+        &[(scan, report)],
+        &PlanOptions::default(),
+        &BTreeMap::new(),
+        clock.now_ms(),
+    )?;
+    let out = MaintenanceRun::new(catalog, &plan)
+        .with_options(MaintenanceOptions {
+            dry_run: false,
+            quiet_period_ms,
+            parallel_groups: 2,
+            ..MaintenanceOptions::default()
+        })
+        .with_clock(clock)
+        .execute()
+        .await?;
+    // A step's failure is a receipt; an internal error in one is a bug all the same.
+    if let Some(r) = out.receipts.iter().find(|r| {
+        r.status == ReceiptStatus::Failed
+            && r.reason
+                .as_deref()
+                .is_some_and(|m| m.contains("internal error"))
+    }) {
+        return Err(Error::Internal(format!(
+            "{:?} failed: {}",
+            r.operation,
+            r.reason.as_deref().unwrap_or_default()
+        )));
+    }
+    let steps: Vec<String> = out
+        .receipts
+        .iter()
+        .filter(|r| r.operation.is_some())
+        .map(|r| {
+            format!(
+                "{:?} {} ({})",
+                r.operation,
+                r.status.as_str(),
+                r.reason.as_deref().unwrap_or("")
+            )
+        })
+        .collect();
+    Ok(Ended {
+        committed: out
+            .receipts
+            .iter()
+            .any(|r| r.status == ReceiptStatus::Succeeded && !r.snapshots_after.is_empty()),
+        summary: steps.join(", "),
+    })
 }

@@ -20,7 +20,8 @@ use cryo_core::commit::{
 use cryo_core::{Catalog, Error, LoadedTable, TableId};
 use futures::TryStreamExt;
 use iceberg::spec::{
-    DataContentType, NestedField, PrimitiveType, Schema, Transform, Type, UnboundPartitionSpec,
+    DataContentType, DataFile, DataFileFormat, NestedField, PrimitiveType, Schema, Transform, Type,
+    UnboundPartitionSpec,
 };
 
 use super::world::Rng;
@@ -45,8 +46,20 @@ pub fn spec() -> UnboundPartitionSpec {
         .build()
 }
 
-/// A data file's rows in file order, `((id, version), live)`, by its path.
-pub type FileRows = (String, Vec<((i64, String), bool)>);
+/// A row of a data file as the reader by hand finds it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HandRow {
+    pub id: i64,
+    pub v: String,
+    /// Not deleted by any live delete file or deletion vector.
+    pub live: bool,
+    /// Format v3: the row's `_row_id` and `_last_updated_sequence_number`, stored in the file
+    /// or inherited (the file's `first_row_id` plus the row's position; its data sequence number).
+    pub lineage: Option<(i64, i64)>,
+}
+
+/// A data file's rows in file order, by its path.
+pub type FileRows = (String, Vec<HandRow>);
 
 /// A row: id → (part, version).
 pub type Rows = BTreeMap<i64, (i32, String)>;
@@ -244,13 +257,86 @@ impl Writer {
 
     /// One action, chosen by the writer's generator.
     pub async fn act(&mut self, model: &tokio::sync::Mutex<Model>) -> Result<Done, Error> {
-        match self.rng.below(10) {
+        match self.rng.below(12) {
             0..=3 => self.append(model).await,
             4 => self.delete_by_equality(model, false).await,
             5 => self.delete_by_equality(model, true).await,
             6 | 7 => self.delete_by_position(model).await,
-            _ => self.overwrite_partition(model).await,
+            8 | 9 => self.overwrite_partition(model).await,
+            10 => self.compact_partition().await,
+            _ => self.expire().await,
         }
+    }
+
+    /// The writer's own compaction, as an engine's rewrite does it: a partition's live rows
+    /// into one file, its data files replaced, committed on the head read (the rows do not
+    /// change). On v3 a writer keeps row lineage only through Cryo's compaction, so there it
+    /// runs that one: two maintainers on one table.
+    async fn compact_partition(&mut self) -> Result<Done, Error> {
+        let part = self.rng.below(PARTS as usize) as i32;
+        for _ in 0..ATTEMPTS {
+            let head = self.head().await?;
+            if head.metadata.format_version() >= iceberg::spec::FormatVersion::V3 {
+                let out = cryo_core::compact::Compaction::new(&self.catalog, self.table.clone())
+                    .with_options(cryo_core::compact::CompactOptions {
+                        target_file_size_bytes: Some(1 << 20),
+                        ..cryo_core::compact::CompactOptions::default()
+                    })
+                    .with_clock(Arc::clone(&self.clock))
+                    .execute()
+                    .await?;
+                return Ok(Done::GaveUp(format!(
+                    "compacted with Cryo: {} groups",
+                    out.groups.len()
+                )));
+            }
+            let files = read_by_hand(&head).await?;
+            let old: Vec<&FileRows> = files
+                .iter()
+                .filter(|(p, _)| p.contains(&format!("/part={part}/")))
+                .collect();
+            if old.len() < 2 {
+                return Ok(Done::GaveUp("nothing to compact".into()));
+            }
+            let rows: Vec<(i64, String)> = old
+                .iter()
+                .flat_map(|(_, rows)| rows.iter().filter(|r| r.live))
+                .map(|r| (r.id, r.v.clone()))
+                .collect();
+            let mut producer = SnapshotProducer::replace(&head)
+                .delete_data_files(old.iter().map(|(p, _)| p.clone()))
+                .with_clock(Arc::clone(&self.clock));
+            if !rows.is_empty() {
+                producer =
+                    producer.add_data_files(write_data_files(&head, [batch(&rows)]).await?.files);
+            }
+            match producer.commit(self.catalog.committer()?.as_ref()).await {
+                Ok(_) => return Ok(Done::Committed),
+                Err(e) if conflict(&e) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(Done::GaveUp("compaction: conflicts".into()))
+    }
+
+    /// The writer's own expiry (an engine's `expire_snapshots`, beside Cryo's).
+    async fn expire(&mut self) -> Result<Done, Error> {
+        use cryo_core::maintain::{ExpireOptions, ExpireSnapshots};
+        let out = ExpireSnapshots::new(&self.catalog, self.table.clone())
+            .with_options(ExpireOptions {
+                dry_run: false,
+                older_than_ms: Some(self.clock.now_ms()),
+                retain_last: Some(1 + self.rng.below(3) as u32),
+                ..ExpireOptions::default()
+            })
+            .with_clock(Arc::clone(&self.clock))
+            .execute()
+            .await?;
+        Ok(if out.expired_snapshot_ids.is_empty() {
+            Done::GaveUp("nothing to expire".into())
+        } else {
+            Done::Committed
+        })
     }
 
     async fn append(&mut self, model: &tokio::sync::Mutex<Model>) -> Result<Done, Error> {
@@ -363,10 +449,10 @@ impl Writer {
             };
             let mut positions = Vec::new();
             let mut gone = Vec::new();
-            for (pos, (row, live)) in rows.iter().enumerate() {
-                if *live && self.rng.chance(0.4) {
+            for (pos, row) in rows.iter().enumerate() {
+                if row.live && self.rng.chance(0.4) {
                     positions.push(pos as i64);
-                    gone.push(Change::DeleteVersion(row.0, row.1.clone()));
+                    gone.push(Change::DeleteVersion(row.id, row.v.clone()));
                 }
             }
             if positions.is_empty() {
@@ -447,26 +533,42 @@ impl Writer {
 }
 
 /// The live rows of `head`, read by hand from its files (Parquet data, position delete and
-/// equality delete files, with the spec's sequence-number rules): a second reader beside
-/// upstream's, and the writers' (it spawns nothing outside the schedule). Per data file, its
-/// rows in file order with whether each is live.
-pub async fn read_by_hand(
-    head: &LoadedTable,
-) -> Result<Vec<(String, Vec<((i64, String), bool)>)>, Error> {
+/// equality delete files, deletion vectors in Puffin files, with the spec's sequence-number
+/// rules): a second reader beside upstream's, and the writers' (it spawns nothing outside the
+/// schedule). Per data file, its rows in file order with whether each is live and, on v3, its
+/// lineage.
+pub async fn read_by_hand(head: &LoadedTable) -> Result<Vec<FileRows>, Error> {
     use std::collections::{HashMap, HashSet};
+    let v3 = head.metadata.format_version() >= iceberg::spec::FormatVersion::V3;
     let files = live_files(head).await?;
     let read = |path: String| async move { head.storage.read_all(&path).await };
     // (data file, position) → newest delete sequence number; id → equality delete sequences.
     let mut positions: HashMap<(String, i64), i64> = HashMap::new();
     let mut equality: HashMap<i64, Vec<i64>> = HashMap::new();
+    let mut vectors: HashSet<String> = HashSet::new();
     for f in &files {
         let seq = f.sequence_number.unwrap_or(0);
+        let mut delete = |path: String, pos: i64| {
+            let e = positions.entry((path, pos)).or_insert(seq);
+            *e = (*e).max(seq);
+        };
         match f.file.content_type() {
+            DataContentType::PositionDeletes if f.file.file_format() == DataFileFormat::Puffin => {
+                let bytes = read(f.file.file_path().to_string()).await?;
+                let (data, set) = deletion_vector(&f.file, &bytes).map_err(Error::Internal)?;
+                if !vectors.insert(data.clone()) {
+                    return Err(Error::Internal(format!(
+                        "{data} has two live deletion vectors"
+                    )));
+                }
+                for pos in set {
+                    delete(data.clone(), pos);
+                }
+            }
             DataContentType::PositionDeletes => {
                 let bytes = read(f.file.file_path().to_string()).await?;
                 for (path, pos) in parquet_positions(bytes).map_err(Error::Internal)? {
-                    let e = positions.entry((path, pos)).or_insert(seq);
-                    *e = (*e).max(seq);
+                    delete(path, pos);
                 }
             }
             DataContentType::EqualityDeletes => {
@@ -490,29 +592,86 @@ pub async fn read_by_hand(
         }
         let seq = f.sequence_number.unwrap_or(0);
         let rows = parquet_rows(read(path.clone()).await?).map_err(Error::Internal)?;
-        let rows: Vec<((i64, String), bool)> = rows
-            .into_iter()
-            .enumerate()
-            .map(|(pos, row)| {
-                let by_position = positions
-                    .get(&(path.clone(), pos as i64))
-                    .is_some_and(|d| seq <= *d);
-                let by_equality = equality
-                    .get(&row.0)
-                    .is_some_and(|ds| ds.iter().any(|d| seq < *d));
-                (row, !(by_position || by_equality))
-            })
-            .collect();
-        out.push((path, rows));
+        let mut file_rows = Vec::with_capacity(rows.len());
+        for (pos, row) in rows.into_iter().enumerate() {
+            let by_position = positions
+                .get(&(path.clone(), pos as i64))
+                .is_some_and(|d| seq <= *d);
+            let by_equality = equality
+                .get(&row.id)
+                .is_some_and(|ds| ds.iter().any(|d| seq < *d));
+            let lineage = if v3 {
+                let Some(first) = f.first_row_id else {
+                    return Err(Error::Internal(format!(
+                        "{path}: a data file of a v3 table without first_row_id"
+                    )));
+                };
+                Some((
+                    row.row_id.unwrap_or(first + pos as i64),
+                    row.updated.unwrap_or(seq),
+                ))
+            } else {
+                None
+            };
+            file_rows.push(HandRow {
+                id: row.id,
+                v: row.v,
+                live: !(by_position || by_equality),
+                lineage,
+            });
+        }
+        out.push((path, file_rows));
     }
     // By content, not by name: names carry random ids, and a writer picks from this list.
     out.sort_by(|a, b| {
-        a.1.first()
-            .map(|r| &r.0)
-            .cmp(&b.1.first().map(|r| &r.0))
-            .then(a.1.len().cmp(&b.1.len()))
+        let first = |r: &FileRows| r.1.first().map(|r| (r.id, r.v.clone()));
+        first(a).cmp(&first(b)).then(a.1.len().cmp(&b.1.len()))
     });
     Ok(out)
+}
+
+/// The data file a deletion vector is about, and its positions: the blob at the entry's offset
+/// is `length (u32, big-endian) | magic D1 D3 39 64 | 64-bit portable Roaring | CRC-32`.
+fn deletion_vector(entry: &DataFile, puffin: &[u8]) -> Result<(String, Vec<i64>), String> {
+    let path = entry.file_path();
+    let data = entry.referenced_data_file().ok_or(format!(
+        "{path}: a deletion vector without referenced_data_file"
+    ))?;
+    let offset = usize::try_from(entry.content_offset().ok_or("no content_offset")?)
+        .map_err(|e| e.to_string())?;
+    let size = usize::try_from(entry.content_size_in_bytes().ok_or("no content size")?)
+        .map_err(|e| e.to_string())?;
+    let blob = puffin
+        .get(offset..offset + size)
+        .ok_or(format!("{path}: blob {offset}+{size} past the end"))?;
+    if blob.len() < 12 || blob[4..8] != [0xD1, 0xD3, 0x39, 0x64] {
+        return Err(format!("{path}: not a deletion-vector-v1 blob"));
+    }
+    let length = u32::from_be_bytes(blob[..4].try_into().map_err(|_| "length")?) as usize;
+    if length + 8 != blob.len() {
+        return Err(format!(
+            "{path}: blob length {length} + 8 != {}",
+            blob.len()
+        ));
+    }
+    let vector = &blob[8..blob.len() - 4];
+    let crc = u32::from_be_bytes(blob[blob.len() - 4..].try_into().map_err(|_| "crc")?);
+    if crc32fast::hash(&blob[4..blob.len() - 4]) != crc {
+        return Err(format!("{path}: deletion vector checksum mismatch"));
+    }
+    let set = roaring::RoaringTreemap::deserialize_from(vector).map_err(|e| e.to_string())?;
+    if set.len() != entry.record_count() {
+        return Err(format!(
+            "{path}: cardinality {} but record_count {}",
+            set.len(),
+            entry.record_count()
+        ));
+    }
+    let positions = set
+        .iter()
+        .map(|p| i64::try_from(p).map_err(|e| e.to_string()))
+        .collect::<Result<Vec<i64>, String>>()?;
+    Ok((data, positions))
 }
 
 /// The live rows [`read_by_hand`] finds, sorted.
@@ -521,8 +680,8 @@ pub fn live_of(files: &[FileRows]) -> Vec<(i64, i32, String)> {
         .iter()
         .flat_map(|(_, rows)| {
             rows.iter()
-                .filter(|r| r.1)
-                .map(|((id, v), _)| (*id, part_of(*id), v.clone()))
+                .filter(|r| r.live)
+                .map(|r| (r.id, part_of(r.id), r.v.clone()))
         })
         .collect();
     out.sort();
@@ -569,8 +728,17 @@ fn parquet_ids(bytes: bytes::Bytes) -> Result<Vec<i64>, String> {
     Ok(out)
 }
 
-/// `(id, v)` of every row of a Parquet file, in file order.
-pub fn parquet_rows(bytes: bytes::Bytes) -> Result<Vec<(i64, String)>, String> {
+/// A row as stored in a data file.
+pub struct StoredRow {
+    pub id: i64,
+    pub v: String,
+    /// `_row_id` and `_last_updated_sequence_number`, when the file stores them (non-null).
+    pub row_id: Option<i64>,
+    pub updated: Option<i64>,
+}
+
+/// Every row of a Parquet data file, in file order.
+pub fn parquet_rows(bytes: bytes::Bytes) -> Result<Vec<StoredRow>, String> {
     let reader = parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(bytes)
         .map_err(|e| e.to_string())?
         .build()
@@ -586,8 +754,21 @@ pub fn parquet_rows(bytes: bytes::Bytes) -> Result<Vec<(i64, String)>, String> {
             .column_by_name("v")
             .and_then(|c| c.as_any().downcast_ref::<StringArray>().cloned())
             .ok_or("no v column")?;
+        let long = |name: &str| {
+            b.column_by_name(name)
+                .and_then(|c| c.as_any().downcast_ref::<Int64Array>().cloned())
+        };
+        let (row_ids, updated) = (long("_row_id"), long("_last_updated_sequence_number"));
+        let at = |c: &Option<Int64Array>, i: usize| {
+            c.as_ref().filter(|c| c.is_valid(i)).map(|c| c.value(i))
+        };
         for i in 0..b.num_rows() {
-            out.push((ids.value(i), vs.value(i).to_string()));
+            out.push(StoredRow {
+                id: ids.value(i),
+                v: vs.value(i).to_string(),
+                row_id: at(&row_ids, i),
+                updated: at(&updated, i),
+            });
         }
     }
     Ok(out)

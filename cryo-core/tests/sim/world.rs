@@ -120,7 +120,14 @@ pub struct Faults {
     /// A conditional create (the catalog's swap: `vN.metadata.json`) that lands and loses its
     /// answer: a commit of unknown outcome, on the one request where it matters most.
     pub swap_lost: f64,
+    /// After a lost swap, a catalog outage: the next [`OUTAGE_REQUESTS`] requests of Cryo for
+    /// metadata fail (the reloads that would tell it whether its commit landed among them);
+    /// data files are still served.
+    pub outage: f64,
 }
+
+/// Requests of Cryo an outage fails.
+pub const OUTAGE_REQUESTS: u32 = 40;
 
 impl Faults {
     pub const NONE: Faults = Faults {
@@ -130,6 +137,7 @@ impl Faults {
         slow: 0.0,
         crash: 0.0,
         swap_lost: 0.0,
+        outage: 0.0,
     };
 
     pub fn from_rng(rng: &mut Rng) -> Faults {
@@ -147,6 +155,7 @@ impl Faults {
                 slow: 0.1,
                 crash: 0.0,
                 swap_lost: 0.3,
+                outage: 0.3,
             };
         }
         Faults {
@@ -156,6 +165,7 @@ impl Faults {
             slow: [0.0, 0.1][rng.below(2)],
             crash: [0.0, 0.0, 0.005][rng.below(3)],
             swap_lost: [0.0, 0.1, 0.3][rng.below(3)],
+            outage: [0.0, 0.5][rng.below(2)],
         }
     }
 }
@@ -184,6 +194,8 @@ struct State {
     parked: Vec<Parked>,
     now_ms: i64,
     cryo_dead: bool,
+    /// Requests of Cryo the current outage still fails.
+    outage_left: u32,
     released: u64,
     trace: Vec<String>,
     digest: u64,
@@ -217,6 +229,7 @@ impl Sched {
                 parked: Vec::new(),
                 now_ms: chrono::Utc::now().timestamp_millis(),
                 cryo_dead: false,
+                outage_left: 0,
                 released: 0,
                 trace: Vec::new(),
                 digest: 0xcbf2_9ce4_8422_2325,
@@ -332,6 +345,9 @@ impl Sched {
             Verdict::Dead
         } else if !(cryo && faults_on) {
             Verdict::Serve
+        } else if state.outage_left > 0 && p.path.contains("/metadata/") {
+            state.outage_left -= 1;
+            Verdict::FailBefore
         } else if !p.slow_once && state.rng.chance(faults.slow) {
             // Back in the queue: everything parked now may overtake it.
             state.parked.push(Parked {
@@ -344,6 +360,9 @@ impl Sched {
             self.dead.notify_one();
             Verdict::Dead
         } else if p.op == Op::PutIfAbsent && state.rng.chance(faults.swap_lost) {
+            if state.rng.chance(faults.outage) {
+                state.outage_left = OUTAGE_REQUESTS;
+            }
             Verdict::FailAfter
         } else if state.rng.chance(faults.fail_before) {
             Verdict::FailBefore
