@@ -96,9 +96,9 @@ pub use validate::{
     RewriteConflict, RewriteConflictKind, is_ancestor, live_subset, validate_rewrite,
 };
 pub use write::{
-    POS_DELETE_FILE_PATH_FIELD_ID, POS_DELETE_POS_FIELD_ID, WrittenFiles, write_data_files,
-    write_equality_deletes, write_position_deletes,
+    DeletionVectors, POS_DELETE_FILE_PATH_FIELD_ID, POS_DELETE_POS_FIELD_ID, WrittenFiles,
+    write_data_files, write_deletion_vectors, write_equality_deletes, write_position_deletes,
 };
-pub(crate) use write::{write_deletion_vectors, write_position_deletes_of};
+pub(crate) use write::{write_deletion_vectors_of, write_position_deletes_of};
 
 pub(crate) use crate::error::iceberg_error;

@@ -1,7 +1,7 @@
 //! Writing Parquet data files and delete files for a table, with upstream's writer stack
 //! (`ParquetWriterBuilder` + `RollingFileWriterBuilder`): field ids and metrics come from it.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 
 use arrow_array::{
@@ -23,6 +23,7 @@ use parquet::file::properties::WriterProperties;
 
 use super::files::live_files;
 use super::iceberg_error;
+use super::summary::is_deletion_vector;
 use crate::catalog::LoadedTable;
 use crate::catalog::committer::discard;
 use crate::error::{Error, Result};
@@ -271,8 +272,8 @@ pub async fn write_data_files(
 /// single data file records it as `referenced_data_file`, and keeps exact `file_path` bounds so
 /// readers can tell which data file it applies to.
 ///
-/// Format v1 tables have no delete files and v3 tables take deletion vectors instead: both are
-/// refused.
+/// Format v1 tables have no delete files and v3 tables take deletion vectors instead
+/// ([`write_deletion_vectors`]): both are refused.
 pub async fn write_position_deletes(
     table: &LoadedTable,
     deletes: &[(String, Vec<i64>)],
@@ -298,7 +299,7 @@ pub(crate) async fn write_position_deletes_of(
         }
         FormatVersion::V3 => {
             return Err(Error::unsupported(format!(
-                "{name}: format v3 tables take deletion vectors, which Cryo does not write yet"
+                "{name}: format v3 tables take deletion vectors (write_deletion_vectors), not position delete files"
             )));
         }
         FormatVersion::V2 => {}
@@ -374,32 +375,62 @@ pub(crate) const DELETION_VECTOR_BLOB_TYPE: &str = "deletion-vector-v1";
 /// The reserved field id of a row's position (`_pos`), the field a deletion vector is about.
 const ROW_POSITION_FIELD_ID: i32 = 2_147_483_645;
 
+/// Deletion vectors written by [`write_deletion_vectors`], to commit with
+/// [`SnapshotProducer::add_deletion_vectors`](super::SnapshotProducer::add_deletion_vectors).
+#[derive(Debug, Clone, Default)]
+#[non_exhaustive]
+pub struct DeletionVectors {
+    /// One entry per data file (vectors of one partition share a Puffin file).
+    pub files: Vec<DataFile>,
+    /// Data files that had a live deletion vector: the new vector holds its positions too, and
+    /// the commit removes it (a data file has at most one).
+    pub superseded: Vec<String>,
+    /// Positions the new vectors hold (the superseded vectors' included).
+    pub records: u64,
+    /// Bytes written.
+    pub bytes: u64,
+}
+
 /// Format v3: write deletion vectors, one `deletion-vector-v1` blob for each `(data file,
 /// positions)` — positions of rows to delete from that live data file of the table's current
-/// snapshot — in one Puffin file per partition under the table's data location. Each vector is
-/// an entry of its own: its data file as `referenced_data_file`, its blob's offset and length,
-/// its cardinality as the record count (Java's `BaseDVFileWriter`: blobs stored uncompressed,
-/// `snapshot-id` and `sequence-number` -1, properties `referenced-data-file` and `cardinality`).
+/// snapshot — in one Puffin file per partition under the table's data location (what Spark's
+/// merge-on-read `DELETE`, `UPDATE` and `MERGE` write on v3).
 ///
-/// Positions are checked against the data file's row count, as for position delete files. A
-/// data file takes at most one deletion vector: the caller makes sure it has none yet.
-pub(crate) async fn write_deletion_vectors(
+/// A data file has at most one deletion vector: where one is live, its positions are read and
+/// merged into the new vector, and the data file is listed in
+/// [`DeletionVectors::superseded`], so that the commit removes the old vector. Commit them on the
+/// same table state with [`SnapshotProducer::add_deletion_vectors`](super::SnapshotProducer::add_deletion_vectors):
+/// on a newer head the merge may miss positions, and the commit is refused.
+///
+/// Positions are checked against the data file's row count, as for position delete files.
+/// Tables of format v1 and v2 are refused (they take [`write_position_deletes`]).
+pub async fn write_deletion_vectors(
+    table: &LoadedTable,
+    deletes: &[(String, Vec<i64>)],
+) -> Result<DeletionVectors> {
+    let live = live_files(table).await?;
+    write_deletion_vectors_of(table, &live, deletes).await
+}
+
+/// [`write_deletion_vectors`] against the live files of the table's current snapshot, already
+/// read. Each vector is an entry of its own: its data file as `referenced_data_file`, its blob's
+/// offset and length, its cardinality as the record count (Java's `BaseDVFileWriter`: blobs
+/// stored uncompressed, `snapshot-id` and `sequence-number` -1, properties
+/// `referenced-data-file` and `cardinality`).
+pub(crate) async fn write_deletion_vectors_of(
     table: &LoadedTable,
     live: &[super::LiveFile],
     deletes: &[(String, Vec<i64>)],
-) -> Result<Vec<DataFile>> {
+) -> Result<DeletionVectors> {
     use iceberg::writer::file_writer::location_generator::LocationGenerator as _;
 
     use crate::format::puffin::{self, NewBlob};
     let md = table.metadata.as_ref();
     let name = table.id.to_string();
-    if md.format_version() < FormatVersion::V3 {
-        return Err(Error::unsupported(format!(
-            "{name}: deletion vectors need format v3 (this table is {})",
-            md.format_version()
-        )));
-    }
     let by_partition = group_position_deletes(table, live, deletes)?;
+    // The live vectors of the data files named: merged into the new ones, then superseded.
+    let existing = live_vectors_of(table, live, deletes).await?;
+    let superseded: Vec<String> = existing.keys().cloned().collect();
     let default_spec = md.default_partition_spec();
     let spec_id = md.default_partition_spec_id();
     let schema = Arc::clone(md.current_schema());
@@ -408,11 +439,16 @@ pub(crate) async fn write_deletion_vectors(
     let operation = uuid::Uuid::new_v4();
     let mut written: Vec<DataFile> = Vec::new();
     let mut locations_written: Vec<String> = Vec::new();
+    let mut bytes_written = 0u64;
     let result: Result<()> = async {
         for (task, (_, (partition, rows))) in by_partition.into_iter().enumerate() {
             let mut per_file: BTreeMap<String, roaring::RoaringTreemap> = BTreeMap::new();
             for (path, pos) in rows {
-                per_file.entry(path).or_default().insert(pos as u64);
+                let old = || existing.get(&path).cloned().unwrap_or_default();
+                per_file
+                    .entry(path.clone())
+                    .or_insert_with(old)
+                    .insert(pos as u64);
             }
             let blobs = per_file
                 .iter()
@@ -442,6 +478,7 @@ pub(crate) async fn write_deletion_vectors(
                 &format!("{task:05}-0-{operation}-00001-deletes.puffin"),
             );
             let size = file.bytes.len() as u64;
+            bytes_written += size;
             table
                 .storage
                 .write_all(&location, bytes::Bytes::from(file.bytes))
@@ -474,7 +511,75 @@ pub(crate) async fn write_deletion_vectors(
         }
         return Err(e);
     }
-    Ok(written)
+    Ok(DeletionVectors {
+        records: written.iter().map(DataFile::record_count).sum(),
+        bytes: bytes_written,
+        files: written,
+        superseded,
+    })
+}
+
+/// The positions of the live deletion vectors of the data files `deletes` names, by data file
+/// (a table below format v3 is refused: it has no deletion vectors).
+async fn live_vectors_of(
+    table: &LoadedTable,
+    live: &[super::LiveFile],
+    deletes: &[(String, Vec<i64>)],
+) -> Result<BTreeMap<String, roaring::RoaringTreemap>> {
+    let version = table.metadata.format_version();
+    if version < FormatVersion::V3 {
+        return Err(Error::unsupported(format!(
+            "{}: deletion vectors need format v3 (this table is {version})",
+            table.id
+        )));
+    }
+    let named: HashSet<&str> = deletes.iter().map(|(p, _)| p.as_str()).collect();
+    let mut existing: BTreeMap<String, roaring::RoaringTreemap> = BTreeMap::new();
+    for f in live {
+        let Some(data) = f
+            .file
+            .referenced_data_file()
+            .filter(|d| is_deletion_vector(&f.file) && named.contains(d.as_str()))
+        else {
+            continue;
+        };
+        let set = read_deletion_vector_of(table, &f.file).await?;
+        if existing.insert(data.clone(), set).is_some() {
+            return Err(Error::metadata(
+                &table.id,
+                f.file.file_path(),
+                format!("{data} has two live deletion vectors"),
+            ));
+        }
+    }
+    Ok(existing)
+}
+
+/// The positions of a live deletion vector (its entry names the blob in its Puffin file).
+async fn read_deletion_vector_of(
+    table: &LoadedTable,
+    entry: &DataFile,
+) -> Result<roaring::RoaringTreemap> {
+    let path = entry.file_path();
+    let bad = |m: String| Error::metadata(&table.id, path, m);
+    let (Some(offset), Some(len)) = (entry.content_offset(), entry.content_size_in_bytes()) else {
+        return Err(bad(
+            "deletion vector without content_offset/content_size_in_bytes".into(),
+        ));
+    };
+    let bytes = table.storage.read_all(path).await?;
+    let range = usize::try_from(offset)
+        .ok()
+        .zip(usize::try_from(len).ok())
+        .and_then(|(o, l)| Some(o..o.checked_add(l)?))
+        .filter(|r| r.end <= bytes.len())
+        .ok_or_else(|| {
+            bad(format!(
+                "deletion vector at {offset}+{len} is outside the file ({} bytes)",
+                bytes.len()
+            ))
+        })?;
+    crate::compact::decode_deletion_vector(&bytes[range]).map_err(bad)
 }
 
 /// Positions to delete by partition: partition path → (partition tuple, `[(data file, position)]`).

@@ -46,7 +46,7 @@ use crate::clock::Clock;
 use crate::commit::driver::{Attempt, AttemptContext, CommitDriver, CommitOp, Driven};
 use crate::commit::{
     CommitFence, LiveFile, RetryPolicy, SnapshotProducer, expect_counts, live_files,
-    write_deletion_vectors, write_position_deletes_of,
+    write_deletion_vectors_of, write_position_deletes_of,
 };
 use crate::compact::{
     CompactOptions, DataReader, DeleteKind, EqualitySet, GroupDeletes, PartitionPaths,
@@ -694,7 +694,15 @@ async fn prepare<'a>(
     let added: Vec<DataFile> = if found.is_empty() {
         Vec::new()
     } else if v3 {
-        write_deletion_vectors(&base, &live, &found).await?
+        let vectors = write_deletion_vectors_of(&base, &live, &found).await?;
+        if !vectors.superseded.is_empty() {
+            // Files with a vector were left out above; a merge here would need its removal.
+            return Err(Error::Internal(format!(
+                "{table}: conversion merged into the deletion vectors of {:?}",
+                vectors.superseded
+            )));
+        }
+        vectors.files
     } else {
         write_position_deletes_of(&base, &live, &found).await?.files
     };

@@ -6,8 +6,8 @@ use arrow_array::{ArrayRef, Int64Array, RecordBatch, StringArray, TimestampMicro
 use arrow_schema::{DataType, Field, Schema as ArrowSchema, TimeUnit};
 use cryo_core::clock::{FixedClock, SystemClock};
 use cryo_core::commit::{
-    NewTable, SnapshotProducer, live_files, write_data_files, write_equality_deletes,
-    write_position_deletes,
+    NewTable, SnapshotProducer, live_files, write_data_files, write_deletion_vectors,
+    write_equality_deletes, write_position_deletes,
 };
 use cryo_core::io::PathKind;
 use cryo_core::scan::{ScanOptions, scan_table};
@@ -310,11 +310,143 @@ async fn v1_and_v3_refuse_what_they_cannot_hold() {
             .file
             .file_path()
             .to_string();
-        let err = write_position_deletes(&t, &[(path, vec![0])])
+        let err = write_position_deletes(&t, &[(path.clone(), vec![0])])
             .await
             .unwrap_err();
         assert!(matches!(err, Error::Unsupported { .. }), "{name}: {err}");
+        if version == FormatVersion::V1 {
+            // Nor deletion vectors below v3.
+            let err = write_deletion_vectors(&t, &[(path, vec![0])])
+                .await
+                .unwrap_err();
+            assert!(matches!(err, Error::Unsupported { .. }), "{name}: {err}");
+        }
     }
+}
+
+/// v3 row-level deletes are deletion vectors, one per data file (v1 refuses them: see above): a second delete on a data file
+/// merges the live vector into its own and supersedes it in the same commit; a vector beside the
+/// live one, or a supersede of a vector that is not live, is refused; compaction applies them.
+#[tokio::test]
+#[allow(
+    clippy::too_many_lines,
+    reason = "one table's story, delete after delete"
+)]
+async fn v3_deletes_are_deletion_vectors_merged_per_data_file() {
+    use cryo_core::commit::DeletionVectors;
+    use cryo_core::compact::{CompactOptions, Compaction};
+    use iceberg::spec::{DataContentType, DataFileFormat};
+    let dir = tempfile::tempdir().unwrap();
+    let catalog = sql_catalog(dir.path()).await;
+    let committer = catalog.committer().unwrap();
+    let id = TableId::new(Namespace::new(["db"]), "dv");
+    let t = catalog
+        .create_table(
+            &id,
+            NewTable::new(schema()).with_format_version(FormatVersion::V3),
+        )
+        .await
+        .unwrap();
+    let t = append(&catalog, &t, rows(0, 5, 1)).await;
+    let path = live_files(&t).await.unwrap()[0]
+        .file
+        .file_path()
+        .to_string();
+    let vectors = |t: LoadedTable| async move {
+        live_files(&t)
+            .await
+            .unwrap()
+            .into_iter()
+            .filter(|f| f.file.content_type() == DataContentType::PositionDeletes)
+            .map(|f| {
+                (
+                    f.file.referenced_data_file(),
+                    f.file.record_count(),
+                    f.file.file_format(),
+                )
+            })
+            .collect::<Vec<_>>()
+    };
+
+    let first = write_deletion_vectors(&t, &[(path.clone(), vec![0, 2])])
+        .await
+        .unwrap();
+    assert!(first.superseded.is_empty());
+    assert_eq!((first.files.len(), first.records), (1, 2));
+    let stale = t.clone();
+    let t = SnapshotProducer::new(&t)
+        .add_deletion_vectors(first)
+        .commit(committer.as_ref())
+        .await
+        .unwrap()
+        .table;
+
+    let second = write_deletion_vectors(&t, &[(path.clone(), vec![2, 4])])
+        .await
+        .unwrap();
+    assert_eq!(second.superseded, vec![path.clone()]);
+    assert_eq!(second.records, 3, "{second:?}");
+    // The same vector added beside the live one, not superseding it: refused.
+    let err = SnapshotProducer::new(&t)
+        .add_delete_files(second.files.clone())
+        .commit(committer.as_ref())
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, Error::Validation { .. }) && err.to_string().contains("at most one"),
+        "{err}"
+    );
+    // A supersede of a vector the base does not have: refused.
+    let mut misplaced = DeletionVectors::default();
+    misplaced.files.clone_from(&second.files);
+    misplaced.superseded.push(path.clone());
+    let err = SnapshotProducer::new(&stale)
+        .add_deletion_vectors(misplaced)
+        .commit(committer.as_ref())
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, Error::Validation { .. }) && err.to_string().contains("not live"),
+        "{err}"
+    );
+    let t = SnapshotProducer::new(&t)
+        .add_deletion_vectors(second)
+        .commit(committer.as_ref())
+        .await
+        .unwrap()
+        .table;
+    assert_eq!(
+        vectors(t.clone()).await,
+        vec![(Some(path.clone()), 3, DataFileFormat::Puffin)]
+    );
+    let summary = &t
+        .metadata
+        .current_snapshot()
+        .unwrap()
+        .summary()
+        .additional_properties;
+    assert_eq!(
+        summary.get("total-position-deletes").map(String::as_str),
+        Some("3")
+    );
+    assert_eq!(
+        summary.get("total-delete-files").map(String::as_str),
+        Some("1")
+    );
+
+    // Compaction applies the vector: two rows are left, and no vector.
+    Compaction::new(&catalog, id.clone())
+        .with_options(CompactOptions {
+            delete_file_threshold: 1,
+            rewrite_all: true,
+            ..CompactOptions::default()
+        })
+        .execute()
+        .await
+        .unwrap();
+    let t = catalog.load_table(&id).await.unwrap();
+    assert!(vectors(t.clone()).await.is_empty());
+    assert_eq!(read_rows(&t).await, 2);
 }
 
 /// Two writers build on the same base; the second must lose cleanly.

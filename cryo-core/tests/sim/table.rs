@@ -4,7 +4,9 @@
 //! version (`"<id>.<n>"`), so one version of a row exists in exactly one place. Writers do what
 //! real ones do — append, delete by equality, upsert (an equality delete and the new row in one
 //! commit, as Flink does), delete by position after reading the file (as Spark's merge-on-read
-//! does), and overwrite a partition (copy-on-write) — each through Cryo's public commit API, with
+//! does: position delete files on v2, a deletion vector merged with the file's live one on v3),
+//! overwrite a partition (copy-on-write), compact a partition and expire snapshots — each through
+//! Cryo's public commit API, with
 //! the validation real writers make: a commit is made on the head its reads came from, and a
 //! moved head means reading again. The model changes only when a writer's commit landed.
 
@@ -15,7 +17,8 @@ use arrow_array::{Array, ArrayRef, Int32Array, Int64Array, RecordBatch, StringAr
 use arrow_schema::{DataType, Field, Schema as ArrowSchema};
 use cryo_core::clock::Clock;
 use cryo_core::commit::{
-    SnapshotProducer, live_files, write_data_files, write_equality_deletes, write_position_deletes,
+    SnapshotProducer, live_files, write_data_files, write_deletion_vectors, write_equality_deletes,
+    write_position_deletes,
 };
 use cryo_core::{Catalog, Error, LoadedTable, TableId};
 use futures::TryStreamExt;
@@ -438,11 +441,7 @@ impl Writer {
     ) -> Result<Done, Error> {
         for _ in 0..ATTEMPTS {
             let head = self.head().await?;
-            if head.metadata.format_version() != iceberg::spec::FormatVersion::V2 {
-                return Ok(Done::GaveUp(
-                    "position deletes are written on v2 tables".into(),
-                ));
-            }
+            let v3 = head.metadata.format_version() >= iceberg::spec::FormatVersion::V3;
             let files = read_by_hand(&head).await?;
             let Some((path, rows)) = self.rng.pick(&files).cloned() else {
                 return Ok(Done::GaveUp("no data file".into()));
@@ -458,11 +457,16 @@ impl Writer {
             if positions.is_empty() {
                 return Ok(Done::GaveUp("no live row picked".into()));
             }
-            let deletes = write_position_deletes(&head, &[(path, positions)])
-                .await?
-                .files;
-            let r = SnapshotProducer::new(&head)
-                .add_delete_files(deletes)
+            // v3: a deletion vector, merged with the file's live one (which it supersedes).
+            let deletes = [(path, positions)];
+            let producer = if v3 {
+                SnapshotProducer::new(&head)
+                    .add_deletion_vectors(write_deletion_vectors(&head, &deletes).await?)
+            } else {
+                SnapshotProducer::new(&head)
+                    .add_delete_files(write_position_deletes(&head, &deletes).await?.files)
+            };
+            let r = producer
                 .with_clock(Arc::clone(&self.clock))
                 .commit(self.catalog.committer()?.as_ref())
                 .await;

@@ -112,6 +112,8 @@ pub struct Parts {
     added_deletes: Vec<DataFile>,
     removed_data: BTreeSet<String>,
     removed_deletes: BTreeSet<String>,
+    /// Data files whose live deletion vector an added one supersedes (it holds its positions).
+    superseded_vectors: BTreeSet<String>,
     data_sequence_number: Option<i64>,
     /// Explicit data sequence numbers of added delete files, by path (a position-delete rewrite).
     delete_sequence_numbers: HashMap<String, i64>,
@@ -392,6 +394,23 @@ impl SnapshotProducer<Change> {
     }
 }
 
+impl SnapshotProducer<Change> {
+    /// Add deletion vectors (format v3) written by
+    /// [`write_deletion_vectors`](super::write_deletion_vectors) on this producer's base, and
+    /// remove the live vectors they supersede (the new ones hold their positions): Java's
+    /// `RowDelta::addDeletes` with `removeDeletes` of the previous vectors.
+    ///
+    /// The commit is refused if a superseded vector is not live on the base (the vectors were
+    /// written on another table state), or if an added vector's data file keeps another live
+    /// vector.
+    #[must_use]
+    pub fn add_deletion_vectors(mut self, vectors: super::DeletionVectors) -> Self {
+        self.parts.added_deletes.extend(vectors.files);
+        self.parts.superseded_vectors.extend(vectors.superseded);
+        self
+    }
+}
+
 impl Parts {
     fn new(base: &LoadedTable) -> Self {
         Self {
@@ -400,6 +419,7 @@ impl Parts {
             added_deletes: Vec::new(),
             removed_data: BTreeSet::new(),
             removed_deletes: BTreeSet::new(),
+            superseded_vectors: BTreeSet::new(),
             data_sequence_number: None,
             delete_sequence_numbers: HashMap::new(),
             clusters: None,

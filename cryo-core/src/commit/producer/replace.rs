@@ -30,9 +30,11 @@ impl Parts {
     pub(super) fn removes(&self, content: ManifestContentType, file: &DataFile) -> bool {
         match content {
             ManifestContentType::Data => self.removed_data.contains(file.file_path()),
-            ManifestContentType::Deletes if is_deletion_vector(file) => file
-                .referenced_data_file()
-                .is_some_and(|r| self.removed_data.contains(&r)),
+            ManifestContentType::Deletes if is_deletion_vector(file) => {
+                file.referenced_data_file().is_some_and(|r| {
+                    self.removed_data.contains(&r) || self.superseded_vectors.contains(&r)
+                })
+            }
             ManifestContentType::Deletes => self.removed_deletes.contains(file.file_path()),
         }
     }
@@ -49,8 +51,10 @@ impl Parts {
         let read_data = !self.removed_data.is_empty();
         // Deletion vectors go with their data files, so delete manifests are read whenever a v3
         // snapshot removes data files.
+        // Added vectors are checked against the live ones (one per data file).
         let read_deletes = !self.removed_deletes.is_empty()
-            || (read_data && md.format_version() >= FormatVersion::V3);
+            || (read_data && md.format_version() >= FormatVersion::V3)
+            || self.added_deletes.iter().any(is_deletion_vector);
         let mut out = Removals::default();
         let mut to_read = Vec::new();
         // Clusters of the files this snapshot removes: a manifest of this run listing another
@@ -92,6 +96,25 @@ impl Parts {
             self.split_manifest(mf, &manifest, summary, &mut out)?;
         }
         let snapshot = md.current_snapshot_id();
+        if let Some(missing) = self
+            .superseded_vectors
+            .iter()
+            .find(|d| !out.superseded_found.contains(*d))
+        {
+            return Err(Error::validation(format!(
+                "{table}: the deletion vector of {missing} to supersede is not live in snapshot {snapshot:?} (write the vectors on the state they commit on)"
+            )));
+        }
+        if let Some(f) = self.added_deletes.iter().find(|f| {
+            is_deletion_vector(f)
+                && f.referenced_data_file()
+                    .is_some_and(|d| out.vectors_kept.contains(&d))
+        }) {
+            return Err(Error::validation(format!(
+                "{table}: {} keeps a live deletion vector; a data file has at most one (merge it: write_deletion_vectors does)",
+                f.referenced_data_file().unwrap_or_default()
+            )));
+        }
         for (wanted, found, what) in [
             (&self.removed_data, &out.found_data, "data"),
             (&self.removed_deletes, &out.found_deletes, "delete"),
@@ -117,6 +140,18 @@ impl Parts {
         out: &mut Removals,
     ) -> Result<()> {
         let table = self.base.id.to_string();
+        if mf.content == ManifestContentType::Deletes {
+            for e in manifest.entries().iter().filter(|e| e.is_alive()) {
+                let f = e.data_file();
+                if let Some(d) = f.referenced_data_file().filter(|_| is_deletion_vector(f)) {
+                    if self.removes(mf.content, f) {
+                        out.superseded_found.insert(d);
+                    } else {
+                        out.vectors_kept.insert(d);
+                    }
+                }
+            }
+        }
         if !manifest
             .entries()
             .iter()
@@ -329,6 +364,10 @@ pub(super) struct Removals {
     pub(super) found_data: BTreeSet<String>,
     /// Paths of the delete files found and removed.
     pub(super) found_deletes: BTreeSet<String>,
+    /// Data files whose live deletion vector is removed (with the file, or superseded).
+    pub(super) superseded_found: BTreeSet<String>,
+    /// Data files whose live deletion vector stays.
+    pub(super) vectors_kept: BTreeSet<String>,
 }
 
 /// Sort key of a manifest content type (data manifests first, as Java lists them).
