@@ -260,14 +260,43 @@ impl Writer {
 
     /// One action, chosen by the writer's generator.
     pub async fn act(&mut self, model: &tokio::sync::Mutex<Model>) -> Result<Done, Error> {
-        match self.rng.below(12) {
+        match self.rng.below(13) {
             0..=3 => self.append(model).await,
             4 => self.delete_by_equality(model, false).await,
             5 => self.delete_by_equality(model, true).await,
             6 | 7 => self.delete_by_position(model).await,
             8 | 9 => self.overwrite_partition(model).await,
             10 => self.compact_partition().await,
-            _ => self.expire().await,
+            11 => self.expire().await,
+            _ => self.drop_partitioning().await,
+        }
+    }
+
+    /// Partition evolution: the default spec becomes unpartitioned (as `ALTER TABLE ... DROP
+    /// PARTITION FIELD` does); the files written before keep theirs. Equality deletes written
+    /// after it are global, so they still reach every row of an id.
+    async fn drop_partitioning(&mut self) -> Result<Done, Error> {
+        use iceberg::{TableRequirement, TableUpdate};
+        let head = self.head().await?;
+        let md = head.metadata.as_ref();
+        if md.default_partition_spec().is_unpartitioned() || !self.rng.chance(0.5) {
+            return Ok(Done::GaveUp("partitioning kept".into()));
+        }
+        let changes = cryo_core::commit::TableChanges::new(
+            vec![TableRequirement::DefaultSpecIdMatch {
+                default_spec_id: md.default_partition_spec_id(),
+            }],
+            vec![
+                TableUpdate::AddSpec {
+                    spec: UnboundPartitionSpec::builder().build(),
+                },
+                TableUpdate::SetDefaultSpec { spec_id: -1 },
+            ],
+        );
+        match self.catalog.committer()?.commit(&head, changes).await {
+            Ok(_) => Ok(Done::Committed),
+            Err(e) if conflict(&e) => Ok(Done::GaveUp("spec change: conflict".into())),
+            Err(e) => Err(e),
         }
     }
 
@@ -294,17 +323,13 @@ impl Writer {
                 )));
             }
             let files = read_by_hand(&head).await?;
-            let old: Vec<&FileRows> = files
-                .iter()
-                .filter(|(p, _)| p.contains(&format!("/part={part}/")))
-                .collect();
+            let old = holding(&files, part);
             if old.len() < 2 {
                 return Ok(Done::GaveUp("nothing to compact".into()));
             }
-            let rows: Vec<(i64, String)> = old
-                .iter()
-                .flat_map(|(_, rows)| rows.iter().filter(|r| r.live))
-                .map(|r| (r.id, r.v.clone()))
+            let rows: Vec<(i64, String)> = live_of(&old)
+                .into_iter()
+                .map(|(id, _, v)| (id, v))
                 .collect();
             let mut producer = SnapshotProducer::replace(&head)
                 .delete_data_files(old.iter().map(|(p, _)| p.clone()))
@@ -492,21 +517,20 @@ impl Writer {
         for _ in 0..ATTEMPTS {
             let head = self.head().await?;
             let files = read_by_hand(&head).await?;
-            let rows = live_of(&files);
-            let old: Vec<String> = files
-                .iter()
-                .filter(|(p, _)| p.contains(&format!("/part={part}/")))
-                .map(|(p, _)| p.clone())
-                .collect();
-            if old.is_empty() {
+            // The files holding rows of the partition (after a change to an unpartitioned spec
+            // they hold other rows too: those are written again, as new versions).
+            let touched = holding(&files, part);
+            if touched.is_empty() {
                 return Ok(Done::GaveUp("empty partition".into()));
             }
+            let old: Vec<String> = touched.iter().map(|(p, _)| p.clone()).collect();
+            let rows = live_of(&touched);
             let (kept, changes) = {
                 let mut m = model.lock().await;
                 let mut kept = Vec::new();
                 let mut changes = Vec::new();
-                for (id, _, v) in rows.iter().filter(|r| r.1 == part) {
-                    if self.rng.chance(0.2) {
+                for (id, p, v) in &rows {
+                    if *p == part && self.rng.chance(0.2) {
                         changes.push(Change::DeleteVersion(*id, v.clone()));
                     } else {
                         let new = m.version(*id);
@@ -536,6 +560,19 @@ impl Writer {
     }
 }
 
+/// Where an equality delete applies: `None` everywhere (an unpartitioned spec's), else the spec
+/// and partition of the data files.
+type Scope = Option<(i32, iceberg::spec::Struct)>;
+
+/// The data files with a live row of partition `part`.
+fn holding(files: &[FileRows], part: i32) -> Vec<FileRows> {
+    files
+        .iter()
+        .filter(|(_, rows)| rows.iter().any(|r| r.live && part_of(r.id) == part))
+        .cloned()
+        .collect()
+}
+
 /// The live rows of `head`, read by hand from its files (Parquet data, position delete and
 /// equality delete files, deletion vectors in Puffin files, with the spec's sequence-number
 /// rules): a second reader beside upstream's, and the writers' (it spawns nothing outside the
@@ -546,9 +583,11 @@ pub async fn read_by_hand(head: &LoadedTable) -> Result<Vec<FileRows>, Error> {
     let v3 = head.metadata.format_version() >= iceberg::spec::FormatVersion::V3;
     let files = live_files(head).await?;
     let read = |path: String| async move { head.storage.read_all(&path).await };
-    // (data file, position) → newest delete sequence number; id → equality delete sequences.
+    // (data file, position) → newest delete sequence number; id → equality deletes: their
+    // sequence number and scope (`None`: global, from an unpartitioned spec; else the spec and
+    // partition of the data files they apply to).
     let mut positions: HashMap<(String, i64), i64> = HashMap::new();
-    let mut equality: HashMap<i64, Vec<i64>> = HashMap::new();
+    let mut equality: HashMap<i64, Vec<(i64, Scope)>> = HashMap::new();
     let mut vectors: HashSet<String> = HashSet::new();
     for f in &files {
         let seq = f.sequence_number.unwrap_or(0);
@@ -577,8 +616,13 @@ pub async fn read_by_hand(head: &LoadedTable) -> Result<Vec<FileRows>, Error> {
             }
             DataContentType::EqualityDeletes => {
                 let bytes = read(f.file.file_path().to_string()).await?;
+                let global = head
+                    .metadata
+                    .partition_spec_by_id(f.spec_id)
+                    .is_none_or(|s| s.is_unpartitioned());
+                let scope = (!global).then(|| (f.spec_id, f.file.partition().clone()));
                 for id in parquet_ids(bytes).map_err(Error::Internal)? {
-                    equality.entry(id).or_default().push(seq);
+                    equality.entry(id).or_default().push((seq, scope.clone()));
                 }
             }
             DataContentType::Data => {}
@@ -601,9 +645,14 @@ pub async fn read_by_hand(head: &LoadedTable) -> Result<Vec<FileRows>, Error> {
             let by_position = positions
                 .get(&(path.clone(), pos as i64))
                 .is_some_and(|d| seq <= *d);
-            let by_equality = equality
-                .get(&row.id)
-                .is_some_and(|ds| ds.iter().any(|d| seq < *d));
+            let by_equality = equality.get(&row.id).is_some_and(|ds| {
+                ds.iter().any(|(d, scope)| {
+                    seq < *d
+                        && scope
+                            .as_ref()
+                            .is_none_or(|(spec, p)| *spec == f.spec_id && p == f.file.partition())
+                })
+            });
             let lineage = if v3 {
                 let Some(first) = f.first_row_id else {
                     return Err(Error::Internal(format!(
