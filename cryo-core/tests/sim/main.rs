@@ -20,7 +20,7 @@
 //! ```sh
 //! cargo test -p cryo-core --features fuzz --test sim                      # the CI seeds
 //! CRYO_SIM_SEED=42 cargo test -p cryo-core --features fuzz --test sim -- replay --nocapture
-//! CRYO_SIM_SEEDS=100000 cargo test --release -p cryo-core --features fuzz --test sim -- seeds --nocapture
+//! CRYO_SIM_SEEDS=100000 CRYO_SIM_THREADS=2 cargo test --release -p cryo-core --features fuzz --test sim -- seeds --nocapture
 //! ```
 #![cfg(feature = "fuzz")]
 #![allow(clippy::too_many_lines)] // Reason: a run reads best as one sequence of rounds.
@@ -70,6 +70,23 @@ struct Stats {
     /// A digest of the interleaving (`determinism_survey` compares two runs of a seed).
     trace: u64,
     ops: BTreeMap<String, u32>,
+}
+
+impl Stats {
+    fn add(&mut self, s: &Stats) {
+        self.rounds += s.rounds;
+        self.writer_commits += s.writer_commits;
+        self.writer_gave_up += s.writer_gave_up;
+        self.writer_errors += s.writer_errors;
+        self.cryo_committed += s.cryo_committed;
+        self.cryo_ended_clean += s.cryo_ended_clean;
+        self.cryo_errors += s.cryo_errors;
+        self.cryo_killed += s.cryo_killed;
+        self.requests += s.requests;
+        for (k, v) in &s.ops {
+            *self.ops.entry(k.clone()).or_default() += v;
+        }
+    }
 }
 
 /// A failed invariant, with what reproduces it.
@@ -344,43 +361,60 @@ fn seeds_from_env() -> (u64, u64) {
 }
 
 /// The seeds `CRYO_SIM_SEEDS` (40 by default) from `CRYO_SIM_FIRST` (0), or as many as
-/// `CRYO_SIM_SECONDS` allows: every invariant holds for each.
+/// `CRYO_SIM_SECONDS` allows, on `CRYO_SIM_THREADS` threads (1): every invariant holds for each.
 #[test]
 fn seeds() {
     let (first, n) = seeds_from_env();
     let budget = std::env::var("CRYO_SIM_SECONDS")
         .ok()
         .and_then(|v| v.parse::<f64>().ok());
+    // `CRYO_SIM_THREADS` runs seeds side by side, each on a runtime of its own.
+    let threads = std::env::var("CRYO_SIM_THREADS")
+        .ok()
+        .and_then(|v| v.parse::<usize>().ok())
+        .unwrap_or(1)
+        .max(1);
     let started = Instant::now();
+    let next = AtomicU64::new(first);
     let mut total = Stats::default();
     let mut failures = Vec::new();
     let mut ran = 0u64;
-    for seed in first..first + n {
-        if budget.is_some_and(|b| started.elapsed().as_secs_f64() >= b) {
-            break;
+    std::thread::scope(|scope| {
+        let workers: Vec<_> = (0..threads)
+            .map(|_| {
+                scope.spawn(|| {
+                    let (mut total, mut failures, mut ran) = (Stats::default(), Vec::new(), 0u64);
+                    loop {
+                        let seed = next.fetch_add(1, Ordering::SeqCst);
+                        if seed >= first + n
+                            || budget.is_some_and(|b| started.elapsed().as_secs_f64() >= b)
+                        {
+                            break;
+                        }
+                        ran += 1;
+                        if (seed - first).is_multiple_of(10_000) && seed > first {
+                            eprintln!("... seed {seed}, {:.0} s", started.elapsed().as_secs_f64());
+                        }
+                        match run_seed(seed) {
+                            Ok(s) => total.add(&s),
+                            Err(f) => {
+                                eprintln!("{f}\n");
+                                failures.push(f.seed);
+                            }
+                        }
+                    }
+                    (total, failures, ran)
+                })
+            })
+            .collect();
+        for w in workers {
+            let (t, f, r) = w.join().expect("a simulation thread panicked");
+            total.add(&t);
+            failures.extend(f);
+            ran += r;
         }
-        ran += 1;
-        match run_seed(seed) {
-            Ok(s) => {
-                total.rounds += s.rounds;
-                total.writer_commits += s.writer_commits;
-                total.writer_gave_up += s.writer_gave_up;
-                total.writer_errors += s.writer_errors;
-                total.cryo_committed += s.cryo_committed;
-                total.cryo_ended_clean += s.cryo_ended_clean;
-                total.cryo_errors += s.cryo_errors;
-                total.cryo_killed += s.cryo_killed;
-                total.requests += s.requests;
-                for (k, v) in s.ops {
-                    *total.ops.entry(k).or_default() += v;
-                }
-            }
-            Err(f) => {
-                eprintln!("{f}\n");
-                failures.push(f.seed);
-            }
-        }
-    }
+    });
+    failures.sort_unstable();
     eprintln!(
         "{ran} seeds from {first} in {:.1} s: {} rounds, {} requests; writers {} commits, {} gave up, {} errors; \
          Cryo {} committed, {} ended with nothing to commit, {} typed errors, {} killed; operations {:?}",
