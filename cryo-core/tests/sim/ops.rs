@@ -88,6 +88,7 @@ pub async fn run(
                     strategy: strategy.clone(),
                     // Small files everywhere: every partition with two files is a group.
                     target_file_size_bytes: Some(1 << 20),
+                    min_input_files: 2,
                     concurrency: 2,
                     ..CompactOptions::default()
                 })

@@ -79,22 +79,45 @@ pub fn part_of(id: i64) -> i32 {
     (id % PARTS) as i32
 }
 
-fn batch(rows: &[(i64, String)]) -> RecordBatch {
-    RecordBatch::try_new(
-        arrow_schema(),
-        vec![
-            Arc::new(Int64Array::from_iter_values(rows.iter().map(|r| r.0))) as ArrayRef,
-            Arc::new(Int32Array::from_iter_values(
-                rows.iter().map(|r| part_of(r.0)),
-            )),
-            Arc::new(
-                rows.iter()
-                    .map(|r| Some(r.1.clone()))
-                    .collect::<StringArray>(),
-            ),
-        ],
-    )
-    .expect("batch")
+/// The column a writer adds (schema evolution).
+pub const NOTE: &str = "note";
+
+/// Whether the table's current schema has the added column.
+fn has_note(table: &LoadedTable) -> bool {
+    table
+        .metadata
+        .current_schema()
+        .field_by_name(NOTE)
+        .is_some()
+}
+
+/// The `note` a row version holds: its version, for versions written with one (marked `+n`),
+/// else null (written before the column existed, or without a value).
+pub fn note_of(v: &str) -> Option<String> {
+    v.ends_with("+n").then(|| v.to_string())
+}
+
+/// Rows in the table's current schema (with `note` once the column exists).
+fn batch(table: &LoadedTable, rows: &[(i64, String)]) -> RecordBatch {
+    let mut fields = arrow_schema().fields().to_vec();
+    let mut columns = vec![
+        Arc::new(Int64Array::from_iter_values(rows.iter().map(|r| r.0))) as ArrayRef,
+        Arc::new(Int32Array::from_iter_values(
+            rows.iter().map(|r| part_of(r.0)),
+        )),
+        Arc::new(
+            rows.iter()
+                .map(|r| Some(r.1.clone()))
+                .collect::<StringArray>(),
+        ),
+    ];
+    if has_note(table) {
+        fields.push(Arc::new(Field::new(NOTE, DataType::Utf8, true)));
+        columns.push(Arc::new(
+            rows.iter().map(|r| note_of(&r.1)).collect::<StringArray>(),
+        ));
+    }
+    RecordBatch::try_new(Arc::new(ArrowSchema::new(fields)), columns).expect("batch")
 }
 
 fn keys(ids: &[i64]) -> RecordBatch {
@@ -133,8 +156,23 @@ pub fn rows_of(batches: &[RecordBatch]) -> Result<Vec<(i64, i32, String)>, Strin
             .as_any()
             .downcast_ref::<StringArray>()
             .ok_or("v is not a string")?;
+        let notes = b
+            .column_by_name(NOTE)
+            .and_then(|c| c.as_any().downcast_ref::<StringArray>().cloned());
         for i in 0..b.num_rows() {
-            out.push((ids.value(i), parts.value(i), vs.value(i).to_string()));
+            let v = vs.value(i).to_string();
+            let note = notes
+                .as_ref()
+                .filter(|c| c.is_valid(i))
+                .map(|c| c.value(i).to_string());
+            if note != note_of(&v) {
+                return Err(format!(
+                    "row {} version {v} reads note {note:?}, it was written with {:?}",
+                    ids.value(i),
+                    note_of(&v)
+                ));
+            }
+            out.push((ids.value(i), parts.value(i), v));
         }
     }
     out.sort();
@@ -260,7 +298,7 @@ impl Writer {
 
     /// One action, chosen by the writer's generator.
     pub async fn act(&mut self, model: &tokio::sync::Mutex<Model>) -> Result<Done, Error> {
-        match self.rng.below(13) {
+        match self.rng.below(14) {
             0..=3 => self.append(model).await,
             4 => self.delete_by_equality(model, false).await,
             5 => self.delete_by_equality(model, true).await,
@@ -268,7 +306,58 @@ impl Writer {
             8 | 9 => self.overwrite_partition(model).await,
             10 => self.compact_partition().await,
             11 => self.expire().await,
-            _ => self.drop_partitioning().await,
+            12 => self.drop_partitioning().await,
+            _ => self.add_column().await,
+        }
+    }
+
+    /// New versions written on `head` hold a note (most of them) once the column exists.
+    fn mark(&mut self, head: &LoadedTable, rows: Vec<(i64, String)>) -> Vec<(i64, String)> {
+        if !has_note(head) {
+            return rows;
+        }
+        rows.into_iter()
+            .map(|(id, v)| {
+                if self.rng.chance(0.7) {
+                    (id, format!("{v}+n"))
+                } else {
+                    (id, v)
+                }
+            })
+            .collect()
+    }
+
+    /// Schema evolution: an optional `note` column is added (`ALTER TABLE ... ADD COLUMN`);
+    /// files written before have none, and read it as null.
+    async fn add_column(&mut self) -> Result<Done, Error> {
+        use iceberg::{TableRequirement, TableUpdate};
+        let head = self.head().await?;
+        if has_note(&head) || !self.rng.chance(0.5) {
+            return Ok(Done::GaveUp("schema kept".into()));
+        }
+        let md = head.metadata.as_ref();
+        let current = md.current_schema();
+        let mut fields: Vec<_> = current.as_struct().fields().to_vec();
+        let id = md.last_column_id() + 1;
+        fields.push(NestedField::optional(id, NOTE, Type::Primitive(PrimitiveType::String)).into());
+        let schema = Schema::builder()
+            .with_schema_id(current.schema_id() + 1)
+            .with_fields(fields)
+            .build()
+            .map_err(|e| Error::Internal(e.to_string()))?;
+        let changes = cryo_core::commit::TableChanges::new(
+            vec![TableRequirement::CurrentSchemaIdMatch {
+                current_schema_id: current.schema_id(),
+            }],
+            vec![
+                TableUpdate::AddSchema { schema },
+                TableUpdate::SetCurrentSchema { schema_id: -1 },
+            ],
+        );
+        match self.catalog.committer()?.commit(&head, changes).await {
+            Ok(_) => Ok(Done::Committed),
+            Err(e) if conflict(&e) => Ok(Done::GaveUp("schema change: conflict".into())),
+            Err(e) => Err(e),
         }
     }
 
@@ -312,6 +401,7 @@ impl Writer {
                 let out = cryo_core::compact::Compaction::new(&self.catalog, self.table.clone())
                     .with_options(cryo_core::compact::CompactOptions {
                         target_file_size_bytes: Some(1 << 20),
+                        min_input_files: 2,
                         ..cryo_core::compact::CompactOptions::default()
                     })
                     .with_clock(Arc::clone(&self.clock))
@@ -335,8 +425,8 @@ impl Writer {
                 .delete_data_files(old.iter().map(|(p, _)| p.clone()))
                 .with_clock(Arc::clone(&self.clock));
             if !rows.is_empty() {
-                producer =
-                    producer.add_data_files(write_data_files(&head, [batch(&rows)]).await?.files);
+                producer = producer
+                    .add_data_files(write_data_files(&head, [batch(&head, &rows)]).await?.files);
             }
             match producer.commit(self.catalog.committer()?.as_ref()).await {
                 Ok(_) => return Ok(Done::Committed),
@@ -376,7 +466,8 @@ impl Writer {
             (first..first + n).map(|id| (id, m.version(id))).collect()
         };
         let mut head = self.head().await?;
-        let files = write_data_files(&head, [batch(&rows)]).await?.files;
+        let rows = self.mark(&head, rows);
+        let files = write_data_files(&head, [batch(&head, &rows)]).await?.files;
         for _ in 0..ATTEMPTS {
             let r = SnapshotProducer::new(&head)
                 .add_data_files(files.clone())
@@ -426,11 +517,14 @@ impl Writer {
             (ids, new_rows)
         };
         let mut head = self.head().await?;
+        let new_rows = self.mark(&head, new_rows);
         let deletes = write_equality_deletes(&head, &["id"], [keys(&ids)])
             .await?
             .files;
         let data = if upsert {
-            write_data_files(&head, [batch(&new_rows)]).await?.files
+            write_data_files(&head, [batch(&head, &new_rows)])
+                .await?
+                .files
         } else {
             Vec::new()
         };
@@ -533,7 +627,10 @@ impl Writer {
                     if *p == part && self.rng.chance(0.2) {
                         changes.push(Change::DeleteVersion(*id, v.clone()));
                     } else {
-                        let new = m.version(*id);
+                        let mut new = m.version(*id);
+                        if has_note(&head) && self.rng.chance(0.7) {
+                            new.push_str("+n");
+                        }
                         changes.push(Change::Replace(*id, v.clone(), new.clone()));
                         kept.push((*id, new));
                     }
@@ -544,8 +641,8 @@ impl Writer {
                 .delete_data_files(old)
                 .with_clock(Arc::clone(&self.clock));
             if !kept.is_empty() {
-                producer =
-                    producer.add_data_files(write_data_files(&head, [batch(&kept)]).await?.files);
+                producer = producer
+                    .add_data_files(write_data_files(&head, [batch(&head, &kept)]).await?.files);
             }
             match producer.commit(self.catalog.committer()?.as_ref()).await {
                 Ok(c) => {
@@ -812,13 +909,28 @@ pub fn parquet_rows(bytes: bytes::Bytes) -> Result<Vec<StoredRow>, String> {
                 .and_then(|c| c.as_any().downcast_ref::<Int64Array>().cloned())
         };
         let (row_ids, updated) = (long("_row_id"), long("_last_updated_sequence_number"));
+        let notes = b
+            .column_by_name(NOTE)
+            .and_then(|c| c.as_any().downcast_ref::<StringArray>().cloned());
         let at = |c: &Option<Int64Array>, i: usize| {
             c.as_ref().filter(|c| c.is_valid(i)).map(|c| c.value(i))
         };
         for i in 0..b.num_rows() {
+            let v = vs.value(i).to_string();
+            let note = notes
+                .as_ref()
+                .filter(|c| c.is_valid(i))
+                .map(|c| c.value(i).to_string());
+            if note != note_of(&v) {
+                return Err(format!(
+                    "row {} version {v} is stored with note {note:?}, it was written with {:?}",
+                    ids.value(i),
+                    note_of(&v)
+                ));
+            }
             out.push(StoredRow {
                 id: ids.value(i),
-                v: vs.value(i).to_string(),
+                v,
                 row_id: at(&row_ids, i),
                 updated: at(&updated, i),
             });
