@@ -42,6 +42,9 @@ impl CryoOp {
         let cols = || vec!["id".to_string()];
         let sorted = cfg!(feature = "datafusion");
         match rng.below(10) {
+            1 if sorted && rng.chance(0.5) => CryoOp::Compact(RewriteStrategy::Hilbert {
+                columns: vec!["id".into(), "v".into()],
+            }),
             2 if sorted => CryoOp::Compact(RewriteStrategy::Sort { columns: cols() }),
             3 if sorted => CryoOp::Compact(RewriteStrategy::ZOrder {
                 columns: vec!["id".into(), "v".into()],
