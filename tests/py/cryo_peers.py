@@ -428,7 +428,9 @@ def sql_catalog(catalog_db: str | os.PathLike[str], warehouse: str | os.PathLike
     from pyiceberg.catalog.sql import SqlCatalog
 
     db = Path(_local_path(catalog_db)).resolve()
-    p = {"uri": f"sqlite:///{db}"}
+    # sqlite's busy timeout is 5 s by default: on a loaded machine a Spark JDBC or Cryo commit on the
+    # same file can hold its lock longer, and PyIceberg's commit would fail with "database is locked".
+    p = {"uri": f"sqlite:///{db}?timeout=30"}
     if warehouse is not None:
         p["warehouse"] = _file_uri(warehouse)
     p.update(props)
