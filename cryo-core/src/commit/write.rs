@@ -543,7 +543,13 @@ async fn live_vectors_of(
         else {
             continue;
         };
-        let set = read_deletion_vector_of(table, &f.file).await?;
+        let set = crate::compact::read_deletion_vector_at(
+            table,
+            f.file.file_path(),
+            f.file.content_offset(),
+            f.file.content_size_in_bytes(),
+        )
+        .await?;
         if existing.insert(data.clone(), set).is_some() {
             return Err(Error::metadata(
                 &table.id,
@@ -553,33 +559,6 @@ async fn live_vectors_of(
         }
     }
     Ok(existing)
-}
-
-/// The positions of a live deletion vector (its entry names the blob in its Puffin file).
-async fn read_deletion_vector_of(
-    table: &LoadedTable,
-    entry: &DataFile,
-) -> Result<roaring::RoaringTreemap> {
-    let path = entry.file_path();
-    let bad = |m: String| Error::metadata(&table.id, path, m);
-    let (Some(offset), Some(len)) = (entry.content_offset(), entry.content_size_in_bytes()) else {
-        return Err(bad(
-            "deletion vector without content_offset/content_size_in_bytes".into(),
-        ));
-    };
-    let bytes = table.storage.read_all(path).await?;
-    let range = usize::try_from(offset)
-        .ok()
-        .zip(usize::try_from(len).ok())
-        .and_then(|(o, l)| Some(o..o.checked_add(l)?))
-        .filter(|r| r.end <= bytes.len())
-        .ok_or_else(|| {
-            bad(format!(
-                "deletion vector at {offset}+{len} is outside the file ({} bytes)",
-                bytes.len()
-            ))
-        })?;
-    crate::compact::decode_deletion_vector(&bytes[range]).map_err(bad)
 }
 
 /// Positions to delete by partition: partition path → (partition tuple, `[(data file, position)]`).

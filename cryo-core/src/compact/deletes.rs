@@ -265,8 +265,25 @@ async fn read_deletion_vector(
     table: &LoadedTable,
     del: &GroupDeleteFile,
 ) -> Result<RoaringTreemap> {
-    let bad = |m: String| Error::metadata(&table.id, &del.path, m);
-    let (Some(offset), Some(len)) = (del.content_offset, del.content_size_in_bytes) else {
+    read_deletion_vector_at(
+        table,
+        &del.path,
+        del.content_offset,
+        del.content_size_in_bytes,
+    )
+    .await
+}
+
+/// The positions of the deletion vector whose blob is `len` bytes at `offset` of the Puffin
+/// file `path` (only the blob is read).
+pub(crate) async fn read_deletion_vector_at(
+    table: &LoadedTable,
+    path: &str,
+    offset: Option<i64>,
+    len: Option<i64>,
+) -> Result<RoaringTreemap> {
+    let bad = |m: String| Error::metadata(&table.id, path, m);
+    let (Some(offset), Some(len)) = (offset, len) else {
         return Err(bad(
             "deletion vector without content_offset/content_size_in_bytes".into(),
         ));
@@ -278,17 +295,17 @@ async fn read_deletion_vector(
     }
     let input = table
         .file_io
-        .new_input(&del.path)
-        .map_err(|e| storage_err(&del.path, "open deletion vector", e))?;
+        .new_input(path)
+        .map_err(|e| storage_err(path, "open deletion vector", e))?;
     let read = input
         .reader()
         .await
-        .map_err(|e| storage_err(&del.path, "open deletion vector", e))?;
+        .map_err(|e| storage_err(path, "open deletion vector", e))?;
     let start = offset as u64;
     let blob = read
         .read(start..start + len as u64)
         .await
-        .map_err(|e| storage_err(&del.path, "read deletion vector", e))?;
+        .map_err(|e| storage_err(path, "read deletion vector", e))?;
     decode_deletion_vector(&blob).map_err(bad)
 }
 

@@ -162,7 +162,7 @@ pub use zorder::MAX_ZORDER_COLUMNS;
 // The position-delete rewrite (crate::maintain) reads delete files and names partitions as
 // compaction does.
 pub(crate) use deletes::{
-    EqualitySet, GroupDeletes, decode_deletion_vector, encode_deletion_vector, read_position_file,
+    EqualitySet, GroupDeletes, encode_deletion_vector, read_deletion_vector_at, read_position_file,
 };
 // Turning equality deletes into position deletes (crate::maintain) reads key columns as
 // compaction reads rows.

@@ -97,6 +97,21 @@ pub fn note_of(v: &str) -> Option<String> {
     v.ends_with("+n").then(|| v.to_string())
 }
 
+/// Row `i` of a batch (`id`, version `v`) must hold the note its version was written with.
+fn check_note(id: i64, v: &str, notes: Option<&StringArray>, i: usize) -> Result<(), String> {
+    let note = notes
+        .filter(|c| c.is_valid(i))
+        .map(|c| c.value(i).to_string());
+    if note == note_of(v) {
+        Ok(())
+    } else {
+        Err(format!(
+            "row {id} version {v} holds note {note:?}, it was written with {:?}",
+            note_of(v)
+        ))
+    }
+}
+
 /// Rows in the table's current schema (with `note` once the column exists).
 fn batch(table: &LoadedTable, rows: &[(i64, String)]) -> RecordBatch {
     let mut fields = arrow_schema().fields().to_vec();
@@ -161,17 +176,7 @@ pub fn rows_of(batches: &[RecordBatch]) -> Result<Vec<(i64, i32, String)>, Strin
             .and_then(|c| c.as_any().downcast_ref::<StringArray>().cloned());
         for i in 0..b.num_rows() {
             let v = vs.value(i).to_string();
-            let note = notes
-                .as_ref()
-                .filter(|c| c.is_valid(i))
-                .map(|c| c.value(i).to_string());
-            if note != note_of(&v) {
-                return Err(format!(
-                    "row {} version {v} reads note {note:?}, it was written with {:?}",
-                    ids.value(i),
-                    note_of(&v)
-                ));
-            }
+            check_note(ids.value(i), &v, notes.as_ref(), i)?;
             out.push((ids.value(i), parts.value(i), v));
         }
     }
@@ -345,20 +350,14 @@ impl Writer {
             .with_fields(fields)
             .build()
             .map_err(|e| Error::Internal(e.to_string()))?;
-        let changes = cryo_core::commit::TableChanges::new(
-            vec![TableRequirement::CurrentSchemaIdMatch {
-                current_schema_id: current.schema_id(),
-            }],
-            vec![
-                TableUpdate::AddSchema { schema },
-                TableUpdate::SetCurrentSchema { schema_id: -1 },
-            ],
-        );
-        match self.catalog.committer()?.commit(&head, changes).await {
-            Ok(_) => Ok(Done::Committed),
-            Err(e) if conflict(&e) => Ok(Done::GaveUp("schema change: conflict".into())),
-            Err(e) => Err(e),
-        }
+        let requirement = TableRequirement::CurrentSchemaIdMatch {
+            current_schema_id: current.schema_id(),
+        };
+        let updates = vec![
+            TableUpdate::AddSchema { schema },
+            TableUpdate::SetCurrentSchema { schema_id: -1 },
+        ];
+        self.change_metadata(&head, requirement, updates).await
     }
 
     /// Partition evolution: the default spec becomes unpartitioned (as `ALTER TABLE ... DROP
@@ -371,20 +370,29 @@ impl Writer {
         if md.default_partition_spec().is_unpartitioned() || !self.rng.chance(0.5) {
             return Ok(Done::GaveUp("partitioning kept".into()));
         }
-        let changes = cryo_core::commit::TableChanges::new(
-            vec![TableRequirement::DefaultSpecIdMatch {
-                default_spec_id: md.default_partition_spec_id(),
-            }],
-            vec![
-                TableUpdate::AddSpec {
-                    spec: UnboundPartitionSpec::builder().build(),
-                },
-                TableUpdate::SetDefaultSpec { spec_id: -1 },
-            ],
-        );
-        match self.catalog.committer()?.commit(&head, changes).await {
+        let requirement = TableRequirement::DefaultSpecIdMatch {
+            default_spec_id: md.default_partition_spec_id(),
+        };
+        let updates = vec![
+            TableUpdate::AddSpec {
+                spec: UnboundPartitionSpec::builder().build(),
+            },
+            TableUpdate::SetDefaultSpec { spec_id: -1 },
+        ];
+        self.change_metadata(&head, requirement, updates).await
+    }
+
+    /// Commit metadata changes (schema or spec) on `head`, given it still meets `requirement`.
+    async fn change_metadata(
+        &self,
+        head: &LoadedTable,
+        requirement: iceberg::TableRequirement,
+        updates: Vec<iceberg::TableUpdate>,
+    ) -> Result<Done, Error> {
+        let changes = cryo_core::commit::TableChanges::new(vec![requirement], updates);
+        match self.catalog.committer()?.commit(head, changes).await {
             Ok(_) => Ok(Done::Committed),
-            Err(e) if conflict(&e) => Ok(Done::GaveUp("spec change: conflict".into())),
+            Err(e) if conflict(&e) => Ok(Done::GaveUp("metadata change: conflict".into())),
             Err(e) => Err(e),
         }
     }
@@ -465,30 +473,45 @@ impl Writer {
             m.next_id += n;
             (first..first + n).map(|id| (id, m.version(id))).collect()
         };
-        let mut head = self.head().await?;
+        let head = self.head().await?;
         let rows = self.mark(&head, rows);
         let files = write_data_files(&head, [batch(&head, &rows)]).await?.files;
+        let changes = rows
+            .into_iter()
+            .map(|(id, v)| Change::Insert(id, v))
+            .collect();
+        self.commit_on_any_head(head, model, changes, "append", |head| {
+            SnapshotProducer::new(head).add_data_files(files.clone())
+        })
+        .await
+    }
+
+    /// Commit what `producer` stages on the head, staged again on the new head after a
+    /// conflict (appends and equality deletes need no validation), and record `changes` with
+    /// the commit's sequence number.
+    async fn commit_on_any_head(
+        &self,
+        mut head: LoadedTable,
+        model: &tokio::sync::Mutex<Model>,
+        changes: Vec<Change>,
+        what: &str,
+        producer: impl Fn(&LoadedTable) -> SnapshotProducer,
+    ) -> Result<Done, Error> {
         for _ in 0..ATTEMPTS {
-            let r = SnapshotProducer::new(&head)
-                .add_data_files(files.clone())
+            let r = producer(&head)
                 .with_clock(Arc::clone(&self.clock))
                 .commit(self.catalog.committer()?.as_ref())
                 .await;
             match r {
                 Ok(c) => {
-                    let changes = rows
-                        .into_iter()
-                        .map(|(id, v)| Change::Insert(id, v))
-                        .collect();
                     model.lock().await.record(c.sequence_number, changes);
                     return Ok(Done::Committed);
                 }
-                // An append needs no validation: stage it again on the new head.
                 Err(e) if conflict(&e) => head = self.head().await?,
                 Err(e) => return Err(e),
             }
         }
-        Ok(Done::GaveUp("append: conflicts".into()))
+        Ok(Done::GaveUp(format!("{what}: conflicts")))
     }
 
     /// Delete some live ids by equality; with `upsert`, write their new versions in the same
@@ -516,7 +539,7 @@ impl Writer {
             };
             (ids, new_rows)
         };
-        let mut head = self.head().await?;
+        let head = self.head().await?;
         let new_rows = self.mark(&head, new_rows);
         let deletes = write_equality_deletes(&head, &["id"], [keys(&ids)])
             .await?
@@ -528,28 +551,16 @@ impl Writer {
         } else {
             Vec::new()
         };
-        for _ in 0..ATTEMPTS {
-            let r = SnapshotProducer::new(&head)
+        // The delete applies to every older row with these ids, whatever happened to them
+        // meanwhile; the upserted versions are as new as the delete.
+        let mut changes: Vec<Change> = ids.iter().map(|id| Change::DeleteId(*id)).collect();
+        changes.extend(new_rows.into_iter().map(|(id, v)| Change::Insert(id, v)));
+        self.commit_on_any_head(head, model, changes, "equality delete", |head| {
+            SnapshotProducer::new(head)
                 .add_delete_files(deletes.clone())
                 .add_data_files(data.clone())
-                .with_clock(Arc::clone(&self.clock))
-                .commit(self.catalog.committer()?.as_ref())
-                .await;
-            match r {
-                Ok(c) => {
-                    // The delete applies to every older row with these ids, whatever happened
-                    // to them meanwhile; the upserted versions are as new as the delete.
-                    let mut changes: Vec<Change> =
-                        ids.iter().map(|id| Change::DeleteId(*id)).collect();
-                    changes.extend(new_rows.into_iter().map(|(id, v)| Change::Insert(id, v)));
-                    model.lock().await.record(c.sequence_number, changes);
-                    return Ok(Done::Committed);
-                }
-                Err(e) if conflict(&e) => head = self.head().await?,
-                Err(e) => return Err(e),
-            }
-        }
-        Ok(Done::GaveUp("equality delete: conflicts".into()))
+        })
+        .await
     }
 
     /// Read a live data file, pick rows that are the model's current versions, and delete them
@@ -917,17 +928,7 @@ pub fn parquet_rows(bytes: bytes::Bytes) -> Result<Vec<StoredRow>, String> {
         };
         for i in 0..b.num_rows() {
             let v = vs.value(i).to_string();
-            let note = notes
-                .as_ref()
-                .filter(|c| c.is_valid(i))
-                .map(|c| c.value(i).to_string());
-            if note != note_of(&v) {
-                return Err(format!(
-                    "row {} version {v} is stored with note {note:?}, it was written with {:?}",
-                    ids.value(i),
-                    note_of(&v)
-                ));
-            }
+            check_note(ids.value(i), &v, notes.as_ref(), i)?;
             out.push(StoredRow {
                 id: ids.value(i),
                 v,
