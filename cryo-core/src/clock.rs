@@ -32,3 +32,13 @@ impl Clock for FixedClock {
 pub fn system() -> Arc<dyn Clock> {
     Arc::new(SystemClock)
 }
+
+/// Seed the randomness of Cryo's code on this thread (the names of the files it writes, snapshot
+/// ids, retry jitter), or give it back to the OS with `None`: the commit-protocol simulator runs
+/// a seed on one thread, and this makes the seed fix every name as well as the interleaving.
+/// Not API.
+#[cfg(feature = "fuzz")]
+#[doc(hidden)]
+pub fn seed_thread_randomness(seed: Option<u64>) {
+    crate::random::seeded::seed(seed);
+}

@@ -44,6 +44,7 @@ pub mod ops;
 pub mod options;
 pub mod plan;
 pub mod progress;
+mod random;
 pub mod receipt;
 pub mod render;
 pub mod report;

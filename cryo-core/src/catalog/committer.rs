@@ -377,7 +377,7 @@ async fn write_next_metadata(
     let location = format!(
         "{}/{version:05}-{}{suffix}",
         metadata_dir(metadata),
-        uuid::Uuid::new_v4()
+        crate::random::uuid()
     );
     if !head.storage.write_if_absent(&location, bytes).await? {
         return Err(conflict(&head.id, format!("{location} already exists")));

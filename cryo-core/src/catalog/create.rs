@@ -202,7 +202,7 @@ pub(crate) async fn create_sql_table(
     let metadata_location = format!(
         "{}/00000-{}{suffix}",
         metadata_dir(&metadata),
-        uuid::Uuid::new_v4()
+        crate::random::uuid()
     );
     if !storage.write_if_absent(&metadata_location, bytes).await? {
         return Err(Error::Internal(format!(

@@ -93,7 +93,7 @@ impl ObjectFence {
     /// For a writer: wait while a commit of Cryo's holds the gate, then hold a writer object.
     async fn enter_writer(self) -> Result<Lease> {
         let me = LockHolder::this_process("writer", now_ms());
-        let location = format!("{}{}.json", self.writers(), uuid::Uuid::new_v4().simple());
+        let location = format!("{}{}.json", self.writers(), crate::random::uuid().simple());
         loop {
             let Some(version) = self
                 .storage
@@ -231,6 +231,7 @@ impl Lease {
             loop {
                 let period = Duration::from_millis((fence.lease_ms / 3).max(100));
                 tokio::select! {
+                    biased;
                     _ = &mut stopped => break,
                     () = tokio::time::sleep(period) => {}
                 }

@@ -214,7 +214,7 @@ impl CommitRetry {
         if !err.is_retryable() || self.attempts >= self.policy.max_attempts {
             return Err(err);
         }
-        let wait = self.policy.backoff(self.attempts, random_unit());
+        let wait = self.policy.backoff(self.attempts, crate::random::unit());
         let deadline = Duration::from_millis(self.policy.total_timeout_ms);
         if self.started.elapsed() + wait > deadline {
             return Err(err);
@@ -238,13 +238,6 @@ impl CommitRetry {
     }
 }
 
-/// A uniform draw in `[0, 1)` from the OS's randomness (via `uuid`, already a dependency): the
-/// jitter only has to differ between processes.
-fn random_unit() -> f64 {
-    let bits = uuid::Uuid::new_v4().as_u128() >> 75; // 53 random bits
-    bits as f64 / (1u64 << 53) as f64
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -260,7 +253,7 @@ mod tests {
         // Jitter only shortens, by at most `jitter`.
         assert_eq!(p.backoff(1, 0.5), Duration::from_millis(90));
         for _ in 0..100 {
-            let w = p.backoff(3, random_unit());
+            let w = p.backoff(3, crate::random::unit());
             assert!(w <= Duration::from_millis(400) && w >= Duration::from_millis(320));
         }
     }

@@ -436,7 +436,7 @@ pub(crate) async fn write_deletion_vectors_of(
     let schema = Arc::clone(md.current_schema());
     let locations =
         DefaultLocationGenerator::new(md).map_err(|e| iceberg_error(&name, "data location", e))?;
-    let operation = uuid::Uuid::new_v4();
+    let operation = crate::random::uuid();
     let mut written: Vec<DataFile> = Vec::new();
     let mut locations_written: Vec<String> = Vec::new();
     let mut bytes_written = 0u64;
@@ -808,7 +808,7 @@ async fn write_groups(
     let md = table.metadata.as_ref();
     let name = table.id.to_string();
     let spec_id = md.default_partition_spec_id();
-    let operation = uuid::Uuid::new_v4();
+    let operation = crate::random::uuid();
     let mut files: Vec<DataFile> = Vec::new();
     let mut result = Ok(());
     for (task, group) in groups.into_iter().enumerate() {

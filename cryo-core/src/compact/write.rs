@@ -475,7 +475,7 @@ impl GroupWriter {
                 "{}-{}-{}",
                 self.prefix,
                 self.next_writer,
-                uuid::Uuid::new_v4()
+                crate::random::uuid()
             ),
             None,
             DataFileFormat::Parquet,

@@ -410,18 +410,7 @@ impl<'a> FleetRun<'a> {
                 .filter(|t| *t > now)
                 .min();
             let sleep_ms = wake.map(|t| (t - now).max(1) as u64);
-            let done = if running.is_empty() {
-                let ms = sleep_ms.unwrap_or(self.options.min_retry_ms);
-                tokio::time::sleep(Duration::from_millis(ms)).await;
-                None
-            } else if let Some(ms) = sleep_ms {
-                tokio::select! {
-                    d = running.next() => d,
-                    () = tokio::time::sleep(Duration::from_millis(ms)) => None,
-                }
-            } else {
-                running.next().await
-            };
+            let done = next_or_wake(&mut running, sleep_ms, self.options.min_retry_ms).await;
             if let Some(d) = done {
                 let (new, table_done) = self.finish_step(&mut works, d);
                 if let Some(table) = table_done {
@@ -1159,5 +1148,27 @@ fn table_report(w: &Work<'_>, receipts: &[Receipt]) -> TableReport {
         steps_deferred,
         steps_skipped,
         deferrals: w.deferrals,
+    }
+}
+
+/// The next step of `running` to end, or `None` once `sleep_ms` has passed (with nothing
+/// running: after `sleep_ms`, or `idle_ms` if nothing is due). `biased`: a step that ended goes
+/// before the timer, whatever tokio would draw.
+async fn next_or_wake<F: Future>(
+    running: &mut FuturesUnordered<F>,
+    sleep_ms: Option<u64>,
+    idle_ms: u64,
+) -> Option<F::Output> {
+    if running.is_empty() {
+        tokio::time::sleep(Duration::from_millis(sleep_ms.unwrap_or(idle_ms))).await;
+        return None;
+    }
+    let Some(ms) = sleep_ms else {
+        return running.next().await;
+    };
+    tokio::select! {
+        biased;
+        d = running.next() => d,
+        () = tokio::time::sleep(Duration::from_millis(ms)) => None,
     }
 }

@@ -75,7 +75,7 @@ impl Kind {
     async fn header(&self) -> IceResult<Header> {
         let location = format!(
             "memory://cryo-manifest-headers/{}.avro",
-            uuid::Uuid::new_v4()
+            crate::random::uuid()
         );
         let written = async {
             self.upstream(HEADER_IO.new_output(&location)?)

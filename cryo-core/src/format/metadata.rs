@@ -6,7 +6,7 @@ use std::io::Read;
 use std::sync::Arc;
 
 use iceberg::spec::{
-    MAIN_BRANCH, SnapshotReference, SnapshotRetention, TableMetadata, TableMetadataRef,
+    MAIN_BRANCH, SnapshotRef, SnapshotReference, SnapshotRetention, TableMetadata, TableMetadataRef,
 };
 
 use crate::error::{Error, Result};
@@ -14,6 +14,15 @@ use crate::io::ObjectStorage;
 
 /// Format versions Cryo understands.
 pub const SUPPORTED_FORMAT_VERSIONS: [u64; 3] = [1, 2, 3];
+
+/// The table's snapshots in commit order (sequence number, then timestamp, then id).
+/// `TableMetadata::snapshots` iterates a hash map: its order differs from one load to the next,
+/// and Cryo's requests, warnings and receipts follow the order it reads snapshots in.
+pub(crate) fn snapshots(md: &TableMetadata) -> Vec<&SnapshotRef> {
+    let mut out: Vec<&SnapshotRef> = md.snapshots().collect();
+    out.sort_by_key(|s| (s.sequence_number(), s.timestamp_ms(), s.snapshot_id()));
+    out
+}
 
 /// Read and parse a table's `metadata.json` (plain or gzip-compressed).
 pub async fn read_table_metadata(

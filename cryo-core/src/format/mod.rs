@@ -54,6 +54,7 @@ pub use check::check_fast_readers;
 pub use manifest::parse_manifest;
 pub use manifest_list::parse_manifest_list;
 pub(crate) use metadata::refs as table_refs;
+pub(crate) use metadata::snapshots;
 pub use metadata::{SUPPORTED_FORMAT_VERSIONS, parse_table_metadata, read_table_metadata};
 
 /// The bytes of one of `table`'s metadata files (`what`: "metadata file", "manifest list",

@@ -379,7 +379,7 @@ async fn check_table(
     let conc = options.concurrency;
     let location = crate::io::normalize_location(table.metadata.location())?;
     let md = &table.metadata;
-    let snapshots: Vec<SnapshotRef> = md.snapshots().cloned().collect();
+    let snapshots: Vec<SnapshotRef> = crate::format::snapshots(md).into_iter().cloned().collect();
     let mut unreadable: Vec<UnreadableFile> = Vec::new();
 
     // Manifest lists first (they name the manifests), then every distinct manifest.

@@ -1104,7 +1104,7 @@ pub(crate) async fn table_references(
     let version = table.metadata.format_version();
     let mut out: HashSet<String> = metadata_references(table).into_iter().collect();
     let mut lists: Vec<String> = Vec::new();
-    for s in table.metadata.snapshots() {
+    for s in crate::format::snapshots(&table.metadata) {
         if s.manifest_list().is_empty() {
             return Err(Error::unsupported(format!(
                 "{name}: snapshot {} has no manifest list (v1 inline manifests)",

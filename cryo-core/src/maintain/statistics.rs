@@ -375,7 +375,7 @@ fn statistics_file(
         statistics_path: format!(
             "{}/{snapshot_id}-{}.stats",
             metadata_dir(md),
-            uuid::Uuid::new_v4()
+            crate::random::uuid()
         ),
         file_size_in_bytes: file.bytes.len() as i64,
         file_footer_size_in_bytes: file.footer_size as i64,

@@ -325,7 +325,7 @@ impl ObjectReceiptLog {
             "{}/{:013}-{}.jsonl",
             self.root,
             first.at_ms.max(0),
-            uuid::Uuid::new_v4().simple()
+            crate::random::uuid().simple()
         );
         if !self
             .storage

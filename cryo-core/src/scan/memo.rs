@@ -521,7 +521,7 @@ impl MemoWriter {
         let tmp = path.with_extension(format!(
             "tmp-{}-{}",
             std::process::id(),
-            uuid::Uuid::new_v4().simple()
+            crate::random::uuid().simple()
         ));
         std::fs::write(&tmp, &out)?;
         std::fs::rename(&tmp, path).inspect_err(|_| {

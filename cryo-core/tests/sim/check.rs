@@ -1,10 +1,13 @@
 //! The invariants, checked whenever every actor is idle (faults off).
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::Arc;
 
 use cryo_core::LoadedTable;
 use cryo_core::commit::live_files;
-use iceberg::spec::{DataContentType, DataFileFormat, FormatVersion, ManifestList, ManifestStatus};
+use iceberg::spec::{
+    DataContentType, DataFileFormat, FormatVersion, Manifest, ManifestList, ManifestStatus,
+};
 use object_store::path::Path;
 
 use super::table::{FileRows, Rows, live_of, model_rows, read_by_hand, read_table};
@@ -33,6 +36,46 @@ pub fn key(location: &str) -> Path {
     let rest = location.split_once("://").map_or(location, |(_, r)| r);
     let key = rest.split_once('/').map_or("", |(_, k)| k);
     Path::from(key)
+}
+
+/// Manifest lists and manifests the checks parsed in earlier rounds of a run, by location: they
+/// are written once (every round checks all the same that each still exists).
+#[derive(Debug, Default)]
+pub struct Parsed {
+    lists: HashMap<String, Arc<ManifestList>>,
+    manifests: HashMap<String, Arc<Manifest>>,
+}
+
+impl Parsed {
+    async fn list(&mut self, table: &LoadedTable, path: &str) -> Result<Arc<ManifestList>, String> {
+        if let Some(list) = self.lists.get(path) {
+            return Ok(Arc::clone(list));
+        }
+        let bytes = table
+            .storage
+            .read_all(path)
+            .await
+            .map_err(|e| e.to_string())?;
+        let list = ManifestList::parse_with_version(&bytes, table.metadata.format_version())
+            .map_err(|e| e.to_string())?;
+        let list = Arc::new(list);
+        self.lists.insert(path.to_string(), Arc::clone(&list));
+        Ok(list)
+    }
+
+    async fn manifest(&mut self, table: &LoadedTable, path: &str) -> Result<Arc<Manifest>, String> {
+        if let Some(m) = self.manifests.get(path) {
+            return Ok(Arc::clone(m));
+        }
+        let bytes = table
+            .storage
+            .read_all(path)
+            .await
+            .map_err(|e| e.to_string())?;
+        let m = Arc::new(Manifest::parse_avro(&bytes).map_err(|e| e.to_string())?);
+        self.manifests.insert(path.to_string(), Arc::clone(&m));
+        Ok(m)
+    }
 }
 
 /// Format v3: the lineage (`_row_id`, `_last_updated_sequence_number`) each row version had
@@ -141,9 +184,12 @@ fn compare(
 
 /// Metadata: sequence numbers, parents and the current snapshot's summary; every referenced
 /// file exists. Returns what the metadata references.
-pub async fn metadata_valid(table: &LoadedTable, store: &SimStore) -> Result<References, String> {
+pub async fn metadata_valid(
+    table: &LoadedTable,
+    store: &SimStore,
+    parsed: &mut Parsed,
+) -> Result<References, String> {
     let md = table.metadata.as_ref();
-    let io = table.file_io.clone();
     let mut refs = References::default();
     if let Some(loc) = &table.metadata_location {
         refs.metadata.insert(loc.clone());
@@ -201,24 +247,24 @@ pub async fn metadata_valid(table: &LoadedTable, store: &SimStore) -> Result<Ref
             }
         }
         refs.snapshots.insert(s.manifest_list().to_string());
-        let bytes = table
-            .storage
-            .read_all(s.manifest_list())
+        let list = parsed
+            .list(table, s.manifest_list())
             .await
-            .map_err(|e| format!("snapshot {}: manifest list: {e}", s.snapshot_id()))?;
-        let list = ManifestList::parse_with_version(&bytes, md.format_version())
             .map_err(|e| format!("snapshot {}: manifest list: {e}", s.snapshot_id()))?;
         let current = md.current_snapshot_id() == Some(s.snapshot_id());
         let (mut data_files, mut delete_files, mut records) = (0u64, 0u64, 0u64);
         for mf in list.entries() {
             refs.snapshots.insert(mf.manifest_path.clone());
-            let manifest = mf.load_manifest(&io).await.map_err(|e| {
-                format!(
-                    "snapshot {}: manifest {}: {e}",
-                    s.snapshot_id(),
-                    mf.manifest_path
-                )
-            })?;
+            let manifest = parsed
+                .manifest(table, &mf.manifest_path)
+                .await
+                .map_err(|e| {
+                    format!(
+                        "snapshot {}: manifest {}: {e}",
+                        s.snapshot_id(),
+                        mf.manifest_path
+                    )
+                })?;
             for entry in manifest.entries() {
                 if entry.status() == ManifestStatus::Deleted {
                     continue;

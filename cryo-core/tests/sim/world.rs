@@ -58,7 +58,7 @@ impl Rng {
 }
 
 /// Who makes a request (a task-local; tasks Cryo spawns are `Unscoped`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Actor {
     Cryo,
     Writer(usize),
@@ -76,7 +76,7 @@ fn actor() -> Actor {
 }
 
 /// Kinds of storage request.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Op {
     Get,
     Put,
@@ -216,11 +216,11 @@ impl fmt::Debug for Sched {
     }
 }
 
-static SHAPE_FILES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+static RELEASE_FILES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
 impl Sched {
     pub fn new(seed: u64, faults: Faults) -> Arc<Self> {
-        SHAPE_FILES.fetch_add(1, Ordering::SeqCst);
+        RELEASE_FILES.fetch_add(1, Ordering::SeqCst);
         Arc::new(Sched {
             state: Mutex::new(State {
                 rng: Rng::new(seed.wrapping_mul(31).wrapping_add(7)),
@@ -272,8 +272,7 @@ impl Sched {
         }
     }
 
-    /// A digest of every release so far: actor, kind, verdict and the path's shape (names
-    /// carry random ids, which the seed does not fix).
+    /// A digest of every release so far: actor, kind, path and verdict.
     pub fn digest(&self) -> u64 {
         self.state.lock().unwrap().digest
     }
@@ -328,14 +327,12 @@ impl Sched {
         if state.parked.is_empty() {
             return;
         }
-        // The parked requests in an order the seed fixes: by actor, kind and the shape of the
-        // path (names carry random ids), then by arrival.
-        state.parked.sort_by_cached_key(|p| {
-            (
-                format!("{:?} {:?} {}", p.actor, p.op, shape_of(&p.path)),
-                p.seq,
-            )
-        });
+        // The parked requests in an order the seed fixes: by actor, kind and path (the seed
+        // fixes Cryo's names too), then by arrival. Requests one task has in flight at once then
+        // line up the same whatever order it issued them in (a hash map's, say).
+        state
+            .parked
+            .sort_by(|a, b| (a.actor, a.op, &a.path, a.seq).cmp(&(b.actor, b.op, &b.path, b.seq)));
         let count = state.parked.len();
         let pick = state.rng.below(count);
         let p = state.parked.remove(pick);
@@ -379,19 +376,13 @@ impl Sched {
             "#{} {:?} {:?} {} -> {:?}",
             p.seq, p.actor, p.op, p.path, verdict
         );
-        let shape = format!(
-            "{:?} {:?} {} {:?}",
-            p.actor,
-            p.op,
-            shape_of(&p.path),
-            verdict
-        );
+        let shape = format!("{:?} {:?} {} {verdict:?}", p.actor, p.op, p.path);
         for b in shape.bytes() {
             state.digest = (state.digest ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
         }
-        if let Some(path) = std::env::var_os("CRYO_SIM_SHAPES").map(|p| {
+        if let Some(path) = std::env::var_os("CRYO_SIM_RELEASES").map(|p| {
             let mut p = p;
-            p.push(format!(".{}", SHAPE_FILES.load(Ordering::SeqCst)));
+            p.push(format!(".{}", RELEASE_FILES.load(Ordering::SeqCst)));
             p
         }) {
             use std::io::Write as _;
@@ -409,39 +400,6 @@ impl Sched {
         }
         let _ = p.tx.send(verdict);
     }
-}
-
-/// A path with its random parts blanked: runs of hex digits and dashes six or longer, and the
-/// names of data and delete files (whose suffix names the kind, in an order the seed does not
-/// fix when one task reads several).
-fn shape_of(path: &str) -> String {
-    if let Some((dir, name)) = path.rsplit_once('/')
-        && dir.contains("/data")
-    {
-        let ext = name.rsplit_once('.').map_or("", |(_, e)| e);
-        return format!("{}/*.{ext}", blank_ids(dir));
-    }
-    blank_ids(path)
-}
-
-fn blank_ids(path: &str) -> String {
-    let mut out = String::with_capacity(path.len());
-    let mut run = String::new();
-    for c in path.chars().chain(std::iter::once('/')) {
-        if c.is_ascii_hexdigit() || c == '-' {
-            run.push(c);
-            continue;
-        }
-        if run.len() >= 6 {
-            out.push('*');
-        } else {
-            out.push_str(&run);
-        }
-        run.clear();
-        out.push(c);
-    }
-    out.pop();
-    out
 }
 
 /// The in-memory object store every simulated request goes through.

@@ -124,7 +124,7 @@ impl Parts {
         }
         let mut names = ManifestNames {
             snapshot_id: new_snapshot_id(md),
-            commit_uuid: uuid::Uuid::new_v4(),
+            commit_uuid: crate::random::uuid(),
             next: 0,
         };
         let mut manifests = self
@@ -247,7 +247,7 @@ pub(crate) async fn manifest_size_model(
     };
     let mut sizes = Vec::new();
     for entries in [std::slice::from_ref(first), sample] {
-        let path = format!("memory://cryo-sizing-{}/m.avro", uuid::Uuid::new_v4());
+        let path = format!("memory://cryo-sizing-{}/m.avro", crate::random::uuid());
         let output = table
             .file_io
             .new_output(&path)

@@ -69,7 +69,7 @@ impl Parts {
         let parent_id = parent.map(|s| s.snapshot_id());
         let mut names = ManifestNames {
             snapshot_id: new_snapshot_id(md),
-            commit_uuid: uuid::Uuid::new_v4(),
+            commit_uuid: crate::random::uuid(),
             next: 0,
         };
         let default_spec = Arc::clone(md.default_partition_spec());

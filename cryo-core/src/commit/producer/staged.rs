@@ -139,8 +139,7 @@ pub(super) fn commit_changes(
 /// A random positive snapshot id not used by the table.
 pub(super) fn new_snapshot_id(md: &TableMetadata) -> i64 {
     loop {
-        let (hi, lo) = uuid::Uuid::new_v4().as_u64_pair();
-        let id = ((hi ^ lo) & (i64::MAX as u64)) as i64;
+        let id = (crate::random::u64() & (i64::MAX as u64)) as i64;
         if id != 0 && md.snapshot_by_id(id).is_none() {
             return id;
         }

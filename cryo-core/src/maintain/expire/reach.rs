@@ -223,7 +223,7 @@ pub(super) async fn unreachable_files(
     let mut warnings = Vec::new();
 
     let mut expired_lists: Vec<String> = Vec::new();
-    for s in base.metadata.snapshots() {
+    for s in crate::format::snapshots(&base.metadata) {
         if expired.contains(&s.snapshot_id()) {
             if s.manifest_list().is_empty() {
                 return Err(Error::unsupported(format!(
@@ -235,7 +235,7 @@ pub(super) async fn unreachable_files(
         }
     }
     let mut retained_lists: Vec<String> = Vec::new();
-    for s in after.metadata.snapshots() {
+    for s in crate::format::snapshots(&after.metadata) {
         if s.manifest_list().is_empty() {
             return Err(Error::unsupported(format!(
                 "{name}: snapshot {} has no manifest list (v1 inline manifests)",
