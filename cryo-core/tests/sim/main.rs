@@ -19,9 +19,10 @@
 //! prints the last requests released, and its replay command.
 //!
 //! ```sh
-//! cargo test -p cryo-core --features fuzz --test sim                      # the CI seeds
-//! CRYO_SIM_SEED=42 cargo test -p cryo-core --features fuzz --test sim -- replay --nocapture
-//! CRYO_SIM_SEEDS=100000 CRYO_SIM_THREADS=2 cargo test --release -p cryo-core --features fuzz --test sim -- seeds --nocapture
+//! cargo test -p cryo-core --features fuzz,datafusion --test sim            # 40 seeds
+//! CRYO_SIM_SEED=42 cargo test -p cryo-core --features fuzz,datafusion --test sim -- replay --nocapture
+//! CRYO_SIM_SEEDS=100000 CRYO_SIM_THREADS=2 \
+//!     cargo test --release -p cryo-core --features fuzz,datafusion --test sim -- seeds --nocapture
 //! ```
 #![cfg(feature = "fuzz")]
 #![allow(clippy::too_many_lines)] // Reason: a run reads best as one sequence of rounds.
@@ -109,9 +110,15 @@ impl std::fmt::Display for Failure {
         for l in &self.trace {
             writeln!(f, "  {l}")?;
         }
+        // The features decide the mix of operations, so the replay needs the same ones.
+        let features = if cfg!(feature = "datafusion") {
+            "fuzz,datafusion"
+        } else {
+            "fuzz"
+        };
         write!(
             f,
-            "reproduce: CRYO_SIM_SEED={} cargo test -p cryo-core --features fuzz --test sim -- replay --nocapture",
+            "reproduce: CRYO_SIM_SEED={} cargo test -p cryo-core --features {features} --test sim -- replay --nocapture",
             self.seed
         )
     }
