@@ -141,7 +141,8 @@ CRYO_IT_TEST_BIN=$(cargo test -q -p cryo-core --features "$CORE_FEATURES" --test
 CRYO_EXAMPLES_DIR=${CARGO_TARGET_DIR:-$ROOT/target}/$CARGO_BUILD_TARGET/debug/examples
 export CRYO_IT_TEST_BIN CRYO_EXAMPLES_DIR
 
-# The commit-protocol simulator (cryo-core/tests/sim): `cargo test` above ran its first 40 seeds;
+# The commit-protocol simulator (cryo-core/tests/sim): `cargo test` above ran its first 40 seeds
+# and its regression seeds;
 # here, beside pytest like the fuzzing, as many more as SIM_SECONDS allows (seeds from 1000 on).
 step "commit-protocol simulation (${SIM_SECONDS:-240} s of seeds, in the background)"
 SIM_BIN=$(cargo test -q -p cryo-core --features "$CORE_FEATURES" --test sim --no-run --message-format=json \
