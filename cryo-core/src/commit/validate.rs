@@ -40,6 +40,10 @@ pub enum RewriteConflictKind {
     NewPositionDelete,
     /// A deletion vector added after the base deletes rows of it.
     NewDeletionVector,
+    /// An equality delete file added after the base, scoped to the file's partition spec and
+    /// partition, applies to it; the rewrite writes its rows in another spec (the base's
+    /// default), where that delete would no longer reach them.
+    NewEqualityDelete,
     /// The head does not descend from the base (the table was rolled back, replaced, or the
     /// snapshots in between expired), so what happened in between cannot be checked.
     HistoryDiverged,
@@ -52,6 +56,7 @@ impl RewriteConflictKind {
             RewriteConflictKind::Removed => "removed",
             RewriteConflictKind::NewPositionDelete => "new_position_delete",
             RewriteConflictKind::NewDeletionVector => "new_deletion_vector",
+            RewriteConflictKind::NewEqualityDelete => "new_equality_delete",
             RewriteConflictKind::HistoryDiverged => "history_diverged",
         }
     }
@@ -67,7 +72,8 @@ pub struct RewriteConflict {
     pub kind: RewriteConflictKind,
     /// The snapshot that removed the file or added the delete, when known.
     pub by_snapshot: Option<i64>,
-    /// The delete file (position deletes or deletion vector) that may apply to the file.
+    /// The delete file (position deletes, deletion vector or equality deletes) that may apply to
+    /// the file.
     pub delete_file: Option<String>,
 }
 
@@ -77,6 +83,9 @@ impl fmt::Display for RewriteConflict {
             RewriteConflictKind::Removed => "is no longer live",
             RewriteConflictKind::NewPositionDelete => "may have new position deletes",
             RewriteConflictKind::NewDeletionVector => "has a new deletion vector",
+            RewriteConflictKind::NewEqualityDelete => {
+                "has new equality deletes of its partition, which would not reach its rows in the new spec"
+            }
             RewriteConflictKind::HistoryDiverged => {
                 "cannot be checked: the head does not descend from the base snapshot"
             }
@@ -97,8 +106,8 @@ impl fmt::Display for RewriteConflict {
 /// be replaced.
 ///
 /// An empty result means a `replace` staged on `head` that removes `removed_data`, with the new
-/// data files at `S0`'s data sequence number, loses no row and brings none back. For each
-/// conflicting file it reports:
+/// data files at `S0`'s data sequence number and in `S0`'s default partition spec, loses no row
+/// and brings none back. For each conflicting file it reports:
 ///
 /// - [`Removed`](RewriteConflictKind::Removed): not live in the head;
 /// - [`NewPositionDelete`](RewriteConflictKind::NewPositionDelete) /
@@ -106,6 +115,12 @@ impl fmt::Display for RewriteConflict {
 ///   a position delete file or deletion vector that references it (by `referenced_data_file`,
 ///   else by the bounds of its `file_path` column) or — when the delete file records neither —
 ///   that lies in its partition;
+/// - [`NewEqualityDelete`](RewriteConflictKind::NewEqualityDelete): a snapshot after `S0` added
+///   an equality delete file of its partition spec and partition (a partitioned spec), and the
+///   file's spec is not `S0`'s default. Equality deletes added after `S0` otherwise need no
+///   check: at `S0`'s sequence number the new files stay in their reach (same spec and
+///   partition, or a delete of an unpartitioned spec, which applies everywhere). A rewrite into
+///   the default spec moves rows out of their old partition's reach;
 /// - [`HistoryDiverged`](RewriteConflictKind::HistoryDiverged), for every file, when `head`'s
 ///   `main` does not descend from `S0`.
 ///
@@ -263,16 +278,43 @@ impl Check<'_> {
         replaced: &BTreeSet<String>,
     ) -> Result<Vec<RewriteConflict>> {
         let mut partitions: Option<HashMap<String, (i32, Struct)>> = None;
+        // The spec the rewrite writes its files in.
+        let out_spec = self.base.metadata.default_partition_spec_id();
         let mut out: Vec<RewriteConflict> = Vec::new();
         let mut flagged = BTreeSet::new();
         for (snapshot_id, manifest) in self.added_after(ManifestContentType::Deletes).await? {
             let spec_id = manifest.metadata().partition_spec().spec_id();
             for e in manifest.entries() {
                 let d = e.data_file();
-                if e.status() != ManifestStatus::Added
-                    || e.snapshot_id() != Some(snapshot_id)
-                    || d.content_type() != DataContentType::PositionDeletes
-                {
+                if e.status() != ManifestStatus::Added || e.snapshot_id() != Some(snapshot_id) {
+                    continue;
+                }
+                if d.content_type() == DataContentType::EqualityDeletes {
+                    // Out of reach of the new files only when scoped to a partition of a spec
+                    // they leave.
+                    if spec_id == out_spec || is_unpartitioned(self.head, spec_id) {
+                        continue;
+                    }
+                    if partitions.is_none() {
+                        partitions = Some(partitions_of(self.base, replaced).await?);
+                    }
+                    for f in candidates {
+                        let applies = partitions
+                            .as_ref()
+                            .and_then(|p| p.get(f.as_str()))
+                            .is_none_or(|(spec, part)| *spec == spec_id && part == d.partition());
+                        if applies && flagged.insert((*f).clone()) {
+                            out.push(RewriteConflict {
+                                data_file: (*f).clone(),
+                                kind: RewriteConflictKind::NewEqualityDelete,
+                                by_snapshot: Some(snapshot_id),
+                                delete_file: Some(d.file_path().to_string()),
+                            });
+                        }
+                    }
+                    continue;
+                }
+                if d.content_type() != DataContentType::PositionDeletes {
                     continue;
                 }
                 let scope = DeleteScope::of(d);

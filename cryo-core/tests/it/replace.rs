@@ -172,7 +172,20 @@ pub async fn delete_ids(
     table: &LoadedTable,
     ids: &[i64],
 ) -> LoadedTable {
-    let keys = RecordBatch::try_new(
+    let eq = write_equality_deletes(table, &["id"], [equality_keys(ids)])
+        .await
+        .unwrap();
+    SnapshotProducer::new(table)
+        .add_delete_files(eq.files)
+        .commit(committer)
+        .await
+        .unwrap()
+        .table
+}
+
+/// Equality-delete keys on `id` for `ids`, with `ts` so that they land in their partitions.
+pub fn equality_keys(ids: &[i64]) -> RecordBatch {
+    RecordBatch::try_new(
         Arc::new(ArrowSchema::new(vec![
             Field::new("id", DataType::Int64, false),
             Field::new(
@@ -189,16 +202,7 @@ pub async fn delete_ids(
             ),
         ],
     )
-    .unwrap();
-    let eq = write_equality_deletes(table, &["id"], [keys])
-        .await
-        .unwrap();
-    SnapshotProducer::new(table)
-        .add_delete_files(eq.files)
-        .commit(committer)
-        .await
-        .unwrap()
-        .table
+    .unwrap()
 }
 
 /// Position deletes on the data file at `path`.
@@ -676,6 +680,85 @@ async fn validation_reports_removed_files_and_new_position_deletes() {
     .await
     .unwrap();
     assert_eq!(live, BTreeSet::from([pos.files[0].file_path().to_string()]));
+}
+
+/// A rewrite into a new default spec moves rows out of the reach of equality deletes scoped to
+/// their old partition: one added after the base conflicts (the simulator's seed 13926 found
+/// this: a writer's upsert planned before the partitioning was dropped, committed after Cryo
+/// planned a compaction into the unpartitioned spec, and its deleted rows came back).
+#[tokio::test]
+async fn validation_reports_partition_equality_deletes_a_new_spec_leaves() {
+    let dir = tempfile::tempdir().unwrap();
+    let catalog = sql_catalog(dir.path()).await;
+    let committer = catalog.committer().unwrap();
+    let c = committer.as_ref();
+    let id = TableId::parse("db.respec").unwrap();
+    let t = catalog
+        .create_table(&id, NewTable::new(schema()).with_partition_spec(by_day()))
+        .await
+        .unwrap();
+    let partitioned = append(c, &t, 0..20).await;
+    let day0 = data_files_in(&partitioned, DAY0).await;
+    let day1 = data_files_in(&partitioned, DAY1).await;
+    let all: BTreeSet<String> = paths(&day0).union(&paths(&day1)).cloned().collect();
+
+    // A writer working on the partitioned table writes equality deletes of day 0 (spec 0);
+    // meanwhile the partitioning is dropped, and the rewrite plans on that (S0).
+    let changes = cryo_core::commit::TableChanges::new(
+        vec![iceberg::TableRequirement::DefaultSpecIdMatch {
+            default_spec_id: partitioned.metadata.default_partition_spec_id(),
+        }],
+        vec![
+            iceberg::TableUpdate::AddSpec {
+                spec: UnboundPartitionSpec::builder().build(),
+            },
+            iceberg::TableUpdate::SetDefaultSpec { spec_id: -1 },
+        ],
+    );
+    c.commit(&partitioned, changes).await.unwrap();
+    let s0 = catalog.load_table(&id).await.unwrap();
+    assert_ne!(s0.metadata.default_partition_spec_id(), 0);
+    assert!(validate_rewrite(&s0, &s0, &all).await.unwrap().is_empty());
+    let eq = write_equality_deletes(&partitioned, &["id"], [equality_keys(&[0, 2])])
+        .await
+        .unwrap();
+    // Staged on the table the writer read; the retry after the spec change commits it.
+    let head = SnapshotProducer::new(&partitioned)
+        .add_delete_files(eq.files)
+        .commit(c)
+        .await
+        .unwrap()
+        .table;
+    assert_eq!(
+        head.metadata
+            .current_snapshot()
+            .unwrap()
+            .parent_snapshot_id(),
+        s0.metadata.current_snapshot_id()
+    );
+
+    // Rewritten into the unpartitioned spec, day 0's files would leave those deletes' reach.
+    let conflicts = validate_rewrite(&s0, &head, &all).await.unwrap();
+    assert_eq!(paths_of(&conflicts), paths(&day0));
+    assert!(
+        conflicts
+            .iter()
+            .all(|c| c.kind == RewriteConflictKind::NewEqualityDelete && c.by_snapshot.is_some())
+    );
+
+    // A rewrite planned before the spec changed writes into spec 0, where they still apply.
+    let head2 = catalog.load_table(&id).await.unwrap();
+    assert!(
+        validate_rewrite(&partitioned, &head2, &all)
+            .await
+            .unwrap()
+            .iter()
+            .all(|c| c.kind != RewriteConflictKind::NewEqualityDelete)
+    );
+}
+
+fn paths_of(conflicts: &[cryo_core::commit::RewriteConflict]) -> BTreeSet<String> {
+    conflicts.iter().map(|c| c.data_file.clone()).collect()
 }
 
 /// `file` without `referenced_data_file` or column bounds, as some writers record position

@@ -303,7 +303,24 @@ impl Writer {
 
     /// One action, chosen by the writer's generator.
     pub async fn act(&mut self, model: &tokio::sync::Mutex<Model>) -> Result<Done, Error> {
-        match self.rng.below(14) {
+        let action = self.rng.below(14);
+        let name = [
+            "append",
+            "append",
+            "append",
+            "append",
+            "delete by equality",
+            "upsert",
+            "delete by position",
+            "delete by position",
+            "overwrite a partition",
+            "overwrite a partition",
+            "compact a partition",
+            "expire",
+            "drop the partitioning",
+            "add a column",
+        ][action];
+        let done = match action {
             0..=3 => self.append(model).await,
             4 => self.delete_by_equality(model, false).await,
             5 => self.delete_by_equality(model, true).await,
@@ -313,7 +330,11 @@ impl Writer {
             11 => self.expire().await,
             12 => self.drop_partitioning().await,
             _ => self.add_column().await,
+        };
+        if std::env::var_os("CRYO_SIM_VERBOSE").is_some() {
+            eprintln!("writer {} {name}: {done:?}", self.index);
         }
+        done
     }
 
     /// New versions written on `head` hold a note (most of them) once the column exists.
