@@ -40,9 +40,9 @@ pub enum RewriteConflictKind {
     NewPositionDelete,
     /// A deletion vector added after the base deletes rows of it.
     NewDeletionVector,
-    /// An equality delete file added after the base, scoped to the file's partition spec and
-    /// partition, applies to it; the rewrite writes its rows in another spec (the base's
-    /// default), where that delete would no longer reach them.
+    /// The rewrite moves the file's rows into another partition spec (the base's default), and
+    /// an equality delete file added after the base is scoped to a partition of the spec they
+    /// leave (it would no longer reach them) or of the one they join (it might reach them now).
     NewEqualityDelete,
     /// The head does not descend from the base (the table was rolled back, replaced, or the
     /// snapshots in between expired), so what happened in between cannot be checked.
@@ -84,7 +84,7 @@ impl fmt::Display for RewriteConflict {
             RewriteConflictKind::NewPositionDelete => "may have new position deletes",
             RewriteConflictKind::NewDeletionVector => "has a new deletion vector",
             RewriteConflictKind::NewEqualityDelete => {
-                "has new equality deletes of its partition, which would not reach its rows in the new spec"
+                "has new equality deletes whose reach its rows would leave or enter in the new spec"
             }
             RewriteConflictKind::HistoryDiverged => {
                 "cannot be checked: the head does not descend from the base snapshot"
@@ -115,12 +115,13 @@ impl fmt::Display for RewriteConflict {
 ///   a position delete file or deletion vector that references it (by `referenced_data_file`,
 ///   else by the bounds of its `file_path` column) or — when the delete file records neither —
 ///   that lies in its partition;
-/// - [`NewEqualityDelete`](RewriteConflictKind::NewEqualityDelete): a snapshot after `S0` added
-///   an equality delete file of its partition spec and partition (a partitioned spec), and the
-///   file's spec is not `S0`'s default. Equality deletes added after `S0` otherwise need no
-///   check: at `S0`'s sequence number the new files stay in their reach (same spec and
-///   partition, or a delete of an unpartitioned spec, which applies everywhere). A rewrite into
-///   the default spec moves rows out of their old partition's reach;
+/// - [`NewEqualityDelete`](RewriteConflictKind::NewEqualityDelete): the file's spec is not
+///   `S0`'s default, and a snapshot after `S0` added an equality delete file of a partitioned
+///   spec that is either the file's, with its partition (the rows would leave its reach), or
+///   the default (they might enter it). Equality deletes added after `S0` otherwise need no
+///   check: at `S0`'s sequence number, new files in the replaced file's spec and partition stay
+///   in exactly the same deletes' reach, and a delete of an unpartitioned spec reaches every
+///   file;
 /// - [`HistoryDiverged`](RewriteConflictKind::HistoryDiverged), for every file, when `head`'s
 ///   `main` does not descend from `S0`.
 ///
@@ -290,19 +291,24 @@ impl Check<'_> {
                     continue;
                 }
                 if d.content_type() == DataContentType::EqualityDeletes {
-                    // Out of reach of the new files only when scoped to a partition of a spec
-                    // they leave.
-                    if spec_id == out_spec || is_unpartitioned(self.head, spec_id) {
+                    // A delete of an unpartitioned spec reaches every file, old and new alike.
+                    if is_unpartitioned(self.head, spec_id) {
                         continue;
                     }
                     if partitions.is_none() {
                         partitions = Some(partitions_of(self.base, replaced).await?);
                     }
                     for f in candidates {
-                        let applies = partitions
-                            .as_ref()
-                            .and_then(|p| p.get(f.as_str()))
-                            .is_none_or(|(spec, part)| *spec == spec_id && part == d.partition());
+                        let at = partitions.as_ref().and_then(|p| p.get(f.as_str()));
+                        // Rows that change spec leave the reach of their old partition's
+                        // deletes, and may enter that of a partition of the spec they join
+                        // (which partition is not known here: any such delete conflicts).
+                        // A file of unknown partition conflicts, to be safe.
+                        let applies = at.is_none_or(|(spec, part)| {
+                            *spec != out_spec
+                                && ((*spec == spec_id && part == d.partition())
+                                    || spec_id == out_spec)
+                        });
                         if applies && flagged.insert((*f).clone()) {
                             out.push(RewriteConflict {
                                 data_file: (*f).clone(),

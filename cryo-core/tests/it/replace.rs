@@ -757,6 +757,64 @@ async fn validation_reports_partition_equality_deletes_a_new_spec_leaves() {
     );
 }
 
+/// The other way round: rows rewritten from an old spec into the default one enter the reach of
+/// the default spec's partition-scoped equality deletes, which did not apply to them before.
+#[tokio::test]
+async fn validation_reports_equality_deletes_rows_would_enter_in_a_new_spec() {
+    let dir = tempfile::tempdir().unwrap();
+    let catalog = sql_catalog(dir.path()).await;
+    let committer = catalog.committer().unwrap();
+    let c = committer.as_ref();
+    let id = TableId::parse("db.respec_month").unwrap();
+    let t = catalog
+        .create_table(&id, NewTable::new(schema()).with_partition_spec(by_day()))
+        .await
+        .unwrap();
+    let by_day_table = append(c, &t, 0..20).await;
+    let old: BTreeSet<String> = paths(&data_files_in(&by_day_table, DAY0).await)
+        .union(&paths(&data_files_in(&by_day_table, DAY1).await))
+        .cloned()
+        .collect();
+    // Partitioned by month from now on; one file written in the new spec.
+    let by_month = UnboundPartitionSpec::builder()
+        .add_partition_field(2, "ts_month", Transform::Month)
+        .unwrap()
+        .build();
+    let changes = cryo_core::commit::TableChanges::new(
+        vec![iceberg::TableRequirement::DefaultSpecIdMatch {
+            default_spec_id: by_day_table.metadata.default_partition_spec_id(),
+        }],
+        vec![
+            iceberg::TableUpdate::AddSpec { spec: by_month },
+            iceberg::TableUpdate::SetDefaultSpec { spec_id: -1 },
+        ],
+    );
+    c.commit(&by_day_table, changes).await.unwrap();
+    let respec = catalog.load_table(&id).await.unwrap();
+    let s0 = append(c, &respec, 100..102).await;
+    let new: BTreeSet<String> = live_files(&s0)
+        .await
+        .unwrap()
+        .iter()
+        .map(|f| f.file.file_path().to_string())
+        .filter(|p| !old.contains(p))
+        .collect();
+    assert_eq!(new.len(), 1);
+    let all: BTreeSet<String> = old.union(&new).cloned().collect();
+
+    // After S0, an upsert's equality deletes in the month spec.
+    let head = delete_ids(c, &s0, &[0, 100]).await;
+    let conflicts = validate_rewrite(&s0, &head, &all).await.unwrap();
+    // The day files would join the month partition those deletes are scoped to; the month
+    // file stays where it is, in reach of the same deletes before and after.
+    assert_eq!(paths_of(&conflicts), old);
+    assert!(
+        conflicts
+            .iter()
+            .all(|c| c.kind == RewriteConflictKind::NewEqualityDelete)
+    );
+}
+
 fn paths_of(conflicts: &[cryo_core::commit::RewriteConflict]) -> BTreeSet<String> {
     conflicts.iter().map(|c| c.data_file.clone()).collect()
 }
