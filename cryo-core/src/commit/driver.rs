@@ -54,6 +54,10 @@ pub(crate) struct AttemptContext<'a> {
     /// The retry loop, for an operation that spends an attempt without committing (see
     /// [`CommitRetry::next_wait`]).
     pub(crate) retry: &'a mut CommitRetry,
+    /// An earlier attempt's outcome is unknown: it may have landed (and its snapshot may be gone
+    /// from the head already, expired by another writer), so nothing it wrote may be deleted,
+    /// even for a group this attempt drops. Orphan removal finds what is truly unreferenced.
+    pub(crate) outcome_unknown: bool,
 }
 
 /// An operation that commits through the driver.
@@ -143,7 +147,7 @@ impl<'a> CommitDriver<'a> {
     ) -> Result<Driven> {
         let mut unknown = false;
         loop {
-            match self.attempt(head, op).await {
+            match self.attempt(head, op, unknown).await {
                 Ok(Step::Done(ended)) => return Ok(ended),
                 Ok(Step::Failed(e)) => {
                     unknown |= !certainly_not_committed(&e);
@@ -173,7 +177,12 @@ impl<'a> CommitDriver<'a> {
     }
 
     /// One attempt: prepare, enter the fence, stage, swap.
-    async fn attempt(&mut self, head: &mut LoadedTable, op: &mut impl CommitOp) -> Result<Step> {
+    async fn attempt(
+        &mut self,
+        head: &mut LoadedTable,
+        op: &mut impl CommitOp,
+        outcome_unknown: bool,
+    ) -> Result<Step> {
         if let Prepared::Nothing = op.prepare(head).await? {
             return Ok(Step::Done(Driven::Nothing(Box::new(head.clone()))));
         }
@@ -193,6 +202,7 @@ impl<'a> CommitDriver<'a> {
         let cx = AttemptContext {
             fenced: guard.is_some(),
             retry: &mut self.retry,
+            outcome_unknown,
         };
         match op.attempt(head, cx).await? {
             Attempt::Nothing => Ok(Step::Done(Driven::Nothing(Box::new(head.clone())))),

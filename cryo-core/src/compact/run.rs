@@ -845,7 +845,9 @@ impl CommitOp for BatchCommit<'_, '_> {
                         .cloned()
                         .collect();
                     tracing::info!(table = %plan.table, group = g.group_id, conflicts = mine.len(), "group aborted by validation");
-                    let _ = cleanup_group(s0, &g).await;
+                    if !cx.outcome_unknown {
+                        let _ = cleanup_group(s0, &g).await;
+                    }
                     self.out.push(rewritten_outcome(
                         &g,
                         GroupStatus::Conflicted { conflicts: mine },

@@ -1120,7 +1120,9 @@ impl CommitOp for GroupsCommit<'_> {
                 };
                 if let Some(reason) = conflict(g, &r, &live) {
                     tracing::info!(table = %plan.table, partition = %g.partition.path, %reason, "position-delete group aborted by validation");
-                    delete_files(self.base, &r).await;
+                    if !cx.outcome_unknown {
+                        delete_files(self.base, &r).await;
+                    }
                     self.out.push(written_outcome(
                         g,
                         &r,

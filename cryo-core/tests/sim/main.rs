@@ -497,6 +497,11 @@ const REGRESSIONS: &[(u64, &str)] = &[
          added after its base: deleted rows came back",
     ),
     (26861, "the same, found twice in the 100,000-seed run"),
+    (
+        80927,
+        "compaction deleted the files of a group it dropped after a lost swap whose commit had \
+         landed (and been expired away by a writer): a live data file deleted",
+    ),
 ];
 
 #[test]
