@@ -278,7 +278,11 @@ impl Check<'_> {
         candidates: &BTreeSet<&String>,
         replaced: &BTreeSet<String>,
     ) -> Result<Vec<RewriteConflict>> {
-        let mut partitions: Option<HashMap<String, (i32, Struct)>> = None;
+        let mut base_partitions = BasePartitions {
+            base: self.base,
+            files: replaced,
+            loaded: None,
+        };
         // The spec the rewrite writes its files in.
         let out_spec = self.base.metadata.default_partition_spec_id();
         let mut out: Vec<RewriteConflict> = Vec::new();
@@ -295,11 +299,9 @@ impl Check<'_> {
                     if is_unpartitioned(self.head, spec_id) {
                         continue;
                     }
-                    if partitions.is_none() {
-                        partitions = Some(partitions_of(self.base, replaced).await?);
-                    }
+                    let partitions = base_partitions.get().await?;
                     for f in candidates {
-                        let at = partitions.as_ref().and_then(|p| p.get(f.as_str()));
+                        let at = partitions.get(f.as_str());
                         // Rows that change spec leave the reach of their old partition's
                         // deletes, and may enter that of a partition of the spec they join
                         // (which partition is not known here: any such delete conflicts).
@@ -324,11 +326,12 @@ impl Check<'_> {
                     continue;
                 }
                 let scope = DeleteScope::of(d);
-                if matches!(scope, DeleteScope::Partition) && partitions.is_none() {
-                    // Only a delete file without a referenced file or path bounds needs the
-                    // partitions of the replaced files, which S0's manifests hold.
-                    partitions = Some(partitions_of(self.base, replaced).await?);
-                }
+                // Only a delete file without a referenced file or path bounds needs the
+                // partitions of the replaced files.
+                let partitions = match scope {
+                    DeleteScope::Partition => Some(base_partitions.get().await?),
+                    _ => None,
+                };
                 for f in candidates {
                     let applies = match &scope {
                         DeleteScope::File(r) => r == *f,
@@ -338,7 +341,6 @@ impl Check<'_> {
                         // The spec scopes position deletes to their partition; a file of
                         // unknown partition conflicts, to be safe.
                         DeleteScope::Partition => partitions
-                            .as_ref()
                             .and_then(|p| p.get(f.as_str()))
                             .is_none_or(|(spec, part)| {
                                 (*spec == spec_id && part == d.partition())
@@ -470,22 +472,34 @@ fn is_unpartitioned(table: &LoadedTable, spec_id: i32) -> bool {
         .is_some_and(|s| s.is_unpartitioned())
 }
 
-/// Spec id and partition of each of `files` at the rewrite's base.
-async fn partitions_of(
-    base: &LoadedTable,
-    files: &BTreeSet<String>,
-) -> Result<HashMap<String, (i32, Struct)>> {
-    Ok(live_files(base)
-        .await?
-        .into_iter()
-        .filter(|f| files.contains(f.file.file_path()))
-        .map(|f| {
-            (
-                f.file.file_path().to_string(),
-                (f.spec_id, f.file.partition().clone()),
-            )
-        })
-        .collect())
+/// Spec id and partition of each replaced file at the rewrite's base, read from the base's
+/// manifests on first use (only a delete scoped by partition needs them).
+struct BasePartitions<'a> {
+    base: &'a LoadedTable,
+    files: &'a BTreeSet<String>,
+    loaded: Option<HashMap<String, (i32, Struct)>>,
+}
+
+impl BasePartitions<'_> {
+    async fn get(&mut self) -> Result<&HashMap<String, (i32, Struct)>> {
+        if self.loaded.is_none() {
+            let files = self.files;
+            self.loaded = Some(
+                live_files(self.base)
+                    .await?
+                    .into_iter()
+                    .filter(|f| files.contains(f.file.file_path()))
+                    .map(|f| {
+                        (
+                            f.file.file_path().to_string(),
+                            (f.spec_id, f.file.partition().clone()),
+                        )
+                    })
+                    .collect(),
+            );
+        }
+        Ok(self.loaded.get_or_insert_default())
+    }
 }
 
 /// Manifests read once per validation, by path.

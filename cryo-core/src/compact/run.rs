@@ -111,6 +111,9 @@ pub enum GroupStatus {
     Conflicted {
         /// What conflicted.
         conflicts: Vec<RewriteConflict>,
+        /// Whether the group's new files were deleted (false when an earlier attempt's commit
+        /// had an unknown outcome: they may be live, and orphan removal finds them if not).
+        files_deleted: bool,
     },
     /// Rewriting or committing failed.
     Failed {
@@ -845,12 +848,16 @@ impl CommitOp for BatchCommit<'_, '_> {
                         .cloned()
                         .collect();
                     tracing::info!(table = %plan.table, group = g.group_id, conflicts = mine.len(), "group aborted by validation");
-                    if !cx.outcome_unknown {
+                    let files_deleted = !cx.outcome_unknown;
+                    if files_deleted {
                         let _ = cleanup_group(s0, &g).await;
                     }
                     self.out.push(rewritten_outcome(
                         &g,
-                        GroupStatus::Conflicted { conflicts: mine },
+                        GroupStatus::Conflicted {
+                            conflicts: mine,
+                            files_deleted,
+                        },
                         cx.retry.failed_attempts(),
                     ));
                 }

@@ -16,6 +16,10 @@ use crate::maintain::{
     RewriteManifestsOptions, RewritePositionDeletes, RewritePositionDeletesOptions,
 };
 use crate::plan::{Chunk, EqualityDeleteMethod, PartitionTarget, PlannedStep, StepParams};
+
+/// Why a step's new files stayed on storage although its groups did not commit.
+const KEPT_AFTER_UNKNOWN: &str =
+    "after a commit of unknown outcome (orphan removal deletes them if nothing references them)";
 use crate::receipt::{Footprint, Receipt, ReceiptStatus};
 
 /// What one step did, for its receipt.
@@ -131,6 +135,7 @@ impl Native<'_> {
         let mut snapshots_after = Vec::new();
         let (mut converted, mut positions, mut added) = (0u64, 0u64, 0u64);
         let mut conflicts = Vec::new();
+        let mut files_kept = false;
         let mut left = Vec::new();
         for chunk in &step.chunks {
             let o = ConvertEqualityDeletes::new(self.catalog, table.clone())
@@ -153,8 +158,13 @@ impl Native<'_> {
             converted += o.files_converted;
             positions += o.positions;
             added += o.delete_files_added;
-            if let ConvertEqualityDeletesStatus::Conflicted { reason } = &o.status {
+            if let ConvertEqualityDeletesStatus::Conflicted {
+                reason,
+                files_deleted,
+            } = &o.status
+            {
                 conflicts.push(reason.clone());
+                files_kept |= !files_deleted;
             }
             left.extend(
                 o.left
@@ -200,16 +210,9 @@ impl Native<'_> {
                 });
             }
         }
-        let (status, reason) = if conflicts.is_empty() {
-            (done, None)
-        } else {
-            (
-                ReceiptStatus::Failed,
-                Some(format!(
-                    "conflicted with a concurrent writer (its new files were removed): {}",
-                    conflicts.join("; ")
-                )),
-            )
+        let (status, reason) = match conflict_reason(&conflicts, files_kept) {
+            Some(reason) => (ReceiptStatus::Failed, Some(reason)),
+            None => (done, None),
         };
         Ok(StepResult {
             status,
@@ -529,7 +532,7 @@ impl Native<'_> {
         let mut after = Footprint::default();
         let mut snapshot_before = None;
         let mut snapshots_after = Vec::new();
-        let (mut groups, mut committed, mut conflicted, mut failed) = (0usize, 0, 0, 0);
+        let mut tally = GroupTally::default();
         let (mut rows_deleted, mut delete_files_removed) = (0u64, 0u64);
         let mut first_failure: Option<(String, String)> = None;
         for chunk in &step.chunks {
@@ -546,10 +549,7 @@ impl Native<'_> {
                 snapshot_before = outcome.base_snapshot_id;
             }
             snapshots_after.extend(outcome.snapshot_ids.iter().copied());
-            groups += outcome.groups.len();
-            committed += outcome.committed_groups();
-            conflicted += outcome.conflicted_groups();
-            failed += outcome.failed_groups();
+            tally.add(&outcome);
             rows_deleted += outcome.rows_deleted();
             delete_files_removed += outcome.delete_files_removed();
             if first_failure.is_none() {
@@ -582,10 +582,10 @@ impl Native<'_> {
         }
         let mut details = BTreeMap::new();
         details.insert("chunks".into(), step.chunks.len().into());
-        details.insert("groups".into(), groups.into());
-        details.insert("committed_groups".into(), committed.into());
-        details.insert("conflicted_groups".into(), conflicted.into());
-        details.insert("failed_groups".into(), failed.into());
+        details.insert("groups".into(), tally.groups.into());
+        details.insert("committed_groups".into(), tally.committed.into());
+        details.insert("conflicted_groups".into(), tally.conflicted.into());
+        details.insert("failed_groups".into(), tally.failed.into());
         details.insert("rows_deleted".into(), rows_deleted.into());
         details.insert("delete_files_removed".into(), delete_files_removed.into());
         // The first failure, typed and named, so that the receipt says what broke and where.
@@ -594,25 +594,7 @@ impl Native<'_> {
             details.insert("error_code".into(), code.into());
             text
         });
-        let (status, reason) = if done == ReceiptStatus::DryRun {
-            (done, None)
-        } else if groups > 0 && committed == 0 {
-            (
-                ReceiptStatus::Failed,
-                Some(format!(
-                    "no group committed ({conflicted} conflicted with concurrent writers, {failed} failed){because}"
-                )),
-            )
-        } else if conflicted + failed > 0 {
-            (
-                done,
-                Some(format!(
-                    "{committed} of {groups} groups committed ({conflicted} conflicted, {failed} failed; their files were removed){because}"
-                )),
-            )
-        } else {
-            (done, None)
-        };
+        let (status, reason) = tally.summary(done, &because);
         Ok(StepResult {
             status,
             reason,
@@ -622,5 +604,80 @@ impl Native<'_> {
             snapshots_after,
             details,
         })
+    }
+}
+
+/// Why a conversion failed, and what became of its new files; `None` without conflicts.
+fn conflict_reason(conflicts: &[String], files_kept: bool) -> Option<String> {
+    if conflicts.is_empty() {
+        return None;
+    }
+    let files = if files_kept {
+        format!("its new files were kept {KEPT_AFTER_UNKNOWN}")
+    } else {
+        "its new files were removed".to_string()
+    };
+    Some(format!(
+        "conflicted with a concurrent writer ({files}): {}",
+        conflicts.join("; ")
+    ))
+}
+
+/// Compaction groups by outcome, over a step's chunks.
+#[derive(Default)]
+struct GroupTally {
+    groups: usize,
+    committed: usize,
+    conflicted: usize,
+    failed: usize,
+    /// Groups that did not commit and whose new files stayed (after an unknown outcome).
+    kept: usize,
+}
+
+impl GroupTally {
+    fn add(&mut self, outcome: &crate::compact::CompactionOutcome) {
+        self.groups += outcome.groups.len();
+        self.committed += outcome.committed_groups();
+        self.conflicted += outcome.conflicted_groups();
+        self.failed += outcome.failed_groups();
+        self.kept += outcome
+            .groups
+            .iter()
+            .filter(|g| match &g.status {
+                GroupStatus::Conflicted { files_deleted, .. }
+                | GroupStatus::Failed { files_deleted, .. } => !files_deleted,
+                _ => false,
+            })
+            .count();
+    }
+
+    /// The step's status and, when some group did not commit, why and what became of its files.
+    fn summary(&self, done: ReceiptStatus, because: &str) -> (ReceiptStatus, Option<String>) {
+        let Self {
+            groups,
+            committed,
+            conflicted,
+            failed,
+            kept,
+        } = *self;
+        if done == ReceiptStatus::DryRun || conflicted + failed == 0 {
+            return (done, None);
+        }
+        let files = if kept == 0 {
+            "their new files were removed".to_string()
+        } else {
+            format!("{kept} kept their new files {KEPT_AFTER_UNKNOWN}")
+        };
+        if groups > 0 && committed == 0 {
+            let reason = format!(
+                "no group committed ({conflicted} conflicted with concurrent writers, {failed} failed; {files}){because}"
+            );
+            (ReceiptStatus::Failed, Some(reason))
+        } else {
+            let reason = format!(
+                "{committed} of {groups} groups committed ({conflicted} conflicted, {failed} failed; {files}){because}"
+            );
+            (done, Some(reason))
+        }
     }
 }

@@ -131,10 +131,13 @@ pub enum ConvertEqualityDeletesStatus {
         /// The snapshot.
         snapshot_id: i64,
     },
-    /// A concurrent commit changed what the conversion read; its new files were deleted.
+    /// A concurrent commit changed what the conversion read.
     Conflicted {
         /// What changed.
         reason: String,
+        /// Whether the new delete files were deleted (false when an earlier attempt's commit had
+        /// an unknown outcome: they may be live, and orphan removal finds them if not).
+        files_deleted: bool,
     },
 }
 
@@ -310,6 +313,7 @@ impl PreparedConversion<'_> {
             added: self.added.clone(),
             v3: self.outcome.deletion_vectors,
             clock: Arc::clone(&self.clock),
+            files_deleted: false,
         }
     }
 
@@ -370,7 +374,10 @@ impl PreparedConversion<'_> {
                 ..
             }) => {
                 tracing::info!(table = %table, reason = %message, "equality-delete conversion aborted by validation");
-                outcome.status = ConvertEqualityDeletesStatus::Conflicted { reason: message };
+                outcome.status = ConvertEqualityDeletesStatus::Conflicted {
+                    reason: message,
+                    files_deleted: op.files_deleted,
+                };
             }
             Err(e) => return Err(e),
         }
@@ -741,6 +748,8 @@ struct ConvertCommit<'a> {
     added: Vec<DataFile>,
     v3: bool,
     clock: Arc<dyn Clock>,
+    /// Set by `give_up` once the new files are deleted.
+    files_deleted: bool,
 }
 
 impl ConvertCommit<'_> {
@@ -823,6 +832,7 @@ impl CommitOp for ConvertCommit<'_> {
         if !delete_written {
             return;
         }
+        self.files_deleted = true;
         let mut seen = HashSet::new();
         for f in &self.added {
             let path = f.file_path();

@@ -223,11 +223,13 @@ pub enum DeleteGroupStatus {
         /// The snapshot.
         snapshot_id: i64,
     },
-    /// A concurrent commit removed a delete file it replaces or a data file its rows name; its
-    /// new files were deleted.
+    /// A concurrent commit removed a delete file it replaces or a data file its rows name.
     Conflicted {
         /// What changed.
         reason: String,
+        /// Whether the group's new files were deleted (false when an earlier attempt's commit
+        /// had an unknown outcome: they may be live, and orphan removal finds them if not).
+        files_deleted: bool,
     },
     /// Reading, writing or committing failed.
     Failed {
@@ -1120,13 +1122,17 @@ impl CommitOp for GroupsCommit<'_> {
                 };
                 if let Some(reason) = conflict(g, &r, &live) {
                     tracing::info!(table = %plan.table, partition = %g.partition.path, %reason, "position-delete group aborted by validation");
-                    if !cx.outcome_unknown {
+                    let files_deleted = !cx.outcome_unknown;
+                    if files_deleted {
                         delete_files(self.base, &r).await;
                     }
                     self.out.push(written_outcome(
                         g,
                         &r,
-                        DeleteGroupStatus::Conflicted { reason },
+                        DeleteGroupStatus::Conflicted {
+                            reason,
+                            files_deleted,
+                        },
                         cx.retry.failed_attempts(),
                     ));
                 } else {

@@ -235,11 +235,16 @@ async fn a_new_delete_on_a_replaced_file_aborts_only_its_group() {
         .find(|g| matches!(g.status, GroupStatus::Conflicted { .. }))
         .unwrap();
     assert_eq!(conflicted.partition.path, DAY0);
-    let GroupStatus::Conflicted { conflicts } = &conflicted.status else {
+    let GroupStatus::Conflicted {
+        conflicts,
+        files_deleted,
+    } = &conflicted.status
+    else {
         unreachable!()
     };
     assert_eq!(conflicts[0].kind, RewriteConflictKind::NewPositionDelete);
     assert_eq!(conflicts[0].data_file, victim.file_path());
+    assert!(files_deleted, "no commit had an unknown outcome");
     // The aborted group's new files are gone right away.
     for p in &day0_new {
         assert!(

@@ -191,10 +191,15 @@ async fn a_concurrent_append_commits_and_a_concurrent_rewrite_conflicts() {
     let rewrite = rewrite_everything(&catalog, &id).await;
     assert!(rewrite.committed_groups() > 0);
     let out = prepared.commit().await.unwrap();
-    let ConvertEqualityDeletesStatus::Conflicted { reason } = &out.status else {
+    let ConvertEqualityDeletesStatus::Conflicted {
+        reason,
+        files_deleted,
+    } = &out.status
+    else {
         panic!("{out:?}");
     };
     assert!(reason.contains("no longer live"), "{reason}");
+    assert!(files_deleted, "no commit had an unknown outcome");
     assert!(out.snapshot_ids.is_empty());
     for p in &written {
         assert!(

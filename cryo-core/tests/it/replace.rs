@@ -682,6 +682,24 @@ async fn validation_reports_removed_files_and_new_position_deletes() {
     assert_eq!(live, BTreeSet::from([pos.files[0].file_path().to_string()]));
 }
 
+/// Partition evolution as a writer commits it: `spec` added and made the default; the table after.
+async fn set_default_spec(
+    c: &dyn CatalogCommitter,
+    table: &LoadedTable,
+    spec: UnboundPartitionSpec,
+) -> LoadedTable {
+    let changes = cryo_core::commit::TableChanges::new(
+        vec![iceberg::TableRequirement::DefaultSpecIdMatch {
+            default_spec_id: table.metadata.default_partition_spec_id(),
+        }],
+        vec![
+            iceberg::TableUpdate::AddSpec { spec },
+            iceberg::TableUpdate::SetDefaultSpec { spec_id: -1 },
+        ],
+    );
+    c.commit(table, changes).await.unwrap()
+}
+
 /// A rewrite into a new default spec moves rows out of the reach of equality deletes scoped to
 /// their old partition: one added after the base conflicts (the simulator's seed 13926 found
 /// this: a writer's upsert planned before the partitioning was dropped, committed after Cryo
@@ -704,19 +722,7 @@ async fn validation_reports_partition_equality_deletes_a_new_spec_leaves() {
 
     // A writer working on the partitioned table writes equality deletes of day 0 (spec 0);
     // meanwhile the partitioning is dropped, and the rewrite plans on that (S0).
-    let changes = cryo_core::commit::TableChanges::new(
-        vec![iceberg::TableRequirement::DefaultSpecIdMatch {
-            default_spec_id: partitioned.metadata.default_partition_spec_id(),
-        }],
-        vec![
-            iceberg::TableUpdate::AddSpec {
-                spec: UnboundPartitionSpec::builder().build(),
-            },
-            iceberg::TableUpdate::SetDefaultSpec { spec_id: -1 },
-        ],
-    );
-    c.commit(&partitioned, changes).await.unwrap();
-    let s0 = catalog.load_table(&id).await.unwrap();
+    let s0 = set_default_spec(c, &partitioned, UnboundPartitionSpec::builder().build()).await;
     assert_ne!(s0.metadata.default_partition_spec_id(), 0);
     assert!(validate_rewrite(&s0, &s0, &all).await.unwrap().is_empty());
     let eq = write_equality_deletes(&partitioned, &["id"], [equality_keys(&[0, 2])])
@@ -780,17 +786,7 @@ async fn validation_reports_equality_deletes_rows_would_enter_in_a_new_spec() {
         .add_partition_field(2, "ts_month", Transform::Month)
         .unwrap()
         .build();
-    let changes = cryo_core::commit::TableChanges::new(
-        vec![iceberg::TableRequirement::DefaultSpecIdMatch {
-            default_spec_id: by_day_table.metadata.default_partition_spec_id(),
-        }],
-        vec![
-            iceberg::TableUpdate::AddSpec { spec: by_month },
-            iceberg::TableUpdate::SetDefaultSpec { spec_id: -1 },
-        ],
-    );
-    c.commit(&by_day_table, changes).await.unwrap();
-    let respec = catalog.load_table(&id).await.unwrap();
+    let respec = set_default_spec(c, &by_day_table, by_month).await;
     let s0 = append(c, &respec, 100..102).await;
     let new: BTreeSet<String> = live_files(&s0)
         .await
