@@ -6,6 +6,7 @@
 #   FUZZ_SECONDS=0 bash scripts/fuzz.sh                # build only, then replay the seeds
 #
 # FUZZ_SECONDS   seconds per target (default 60); FUZZ_JOBS libFuzzer workers per target (1)
+# FUZZ_REPLAY    0: skip the stable replay at the end (scripts/test.sh: its `cargo test` ran it)
 # FUZZ_BUDGET    seconds for the whole step, build included (default 300 under CI=true, none by
 #                hand): after the build, each target gets at most an even share of what is
 #                left, and never less than 20 s
@@ -38,6 +39,10 @@ DIR=${CRYO_FUZZ_TARGET_DIR:-${CARGO_TARGET_DIR:+$CARGO_TARGET_DIR/fuzz}}
 DIR=$(realpath -m "${DIR:-$ROOT/fuzz/target}")  # absolute: cargo fuzz runs in fuzz/
 
 replay() {
+  if [ "${FUZZ_REPLAY:-1}" = 0 ]; then
+    echo "== fuzz: the stable replay of the seeds is left to the caller (FUZZ_REPLAY=0)"
+    return 0
+  fi
   echo "== fuzz: replaying the committed seeds and reproducers (stable)"
   # CRYO_CORE_FEATURES: the feature set the caller's other builds use (scripts/test.sh), so this
   # test binary is the one already built, not a rebuild of the graph with other features.
@@ -80,7 +85,8 @@ echo "== fuzz: build took $(($(date +%s) - start)) s"
 BUDGET=${FUZZ_BUDGET:-}
 [ -n "$BUDGET" ] || { [ "${CI:-}" = true ] && BUDGET=300; }
 if [ -n "$BUDGET" ] && [ "$SECONDS_PER_TARGET" -gt 0 ]; then
-  share=$(( (BUDGET - ($(date +%s) - start) - 30) / ${#TARGETS[@]} ))  # 30 s: the replay
+  reserve=30; [ "${FUZZ_REPLAY:-1}" != 0 ] || reserve=0  # the replay's
+  share=$(( (BUDGET - ($(date +%s) - start) - reserve) / ${#TARGETS[@]} ))
   [ "$share" -ge 20 ] || share=20
   if [ "$share" -lt "$SECONDS_PER_TARGET" ]; then
     echo "== fuzz: ${BUDGET} s budget: ${share} s per target (FUZZ_SECONDS=$SECONDS_PER_TARGET)"

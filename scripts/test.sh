@@ -157,7 +157,8 @@ sim_pid=$!
 # core idle much of the time: each target fuzzes for a fixed time, so it costs them little) and is
 # waited for at the end.
 step "fuzz (cargo-fuzz, ${FUZZ_SECONDS:-60} s per target, in the background)"
-bash scripts/fuzz.sh >target/fuzz.log 2>&1 &
+# (`cargo test` above replayed the committed seeds and reproducers already: fuzz_corpus.)
+FUZZ_REPLAY=0 bash scripts/fuzz.sh >target/fuzz.log 2>&1 &
 fuzz_pid=$!
 
 step "the main job (README's first command, debug build)"
@@ -208,10 +209,17 @@ packages_lane() {
   py312=${CRYO_TEST_PY312:-$(ls -d "$HOME"/.pyenv/versions/3.12*/bin/python 2>/dev/null | tail -n1 || true)}
   if [ -n "$py312" ] && [ -x "$py312" ]; then
     echo "== the same abi3 wheel on $("$py312" --version)"
-    [ -x target/py312-venv/bin/python ] || "$py312" -m venv target/py312-venv
-    target/py312-venv/bin/pip install -q --force-reinstall --no-deps target/cryo-wheel/*.whl
-    target/py312-venv/bin/pip install -q 'pyiceberg[sql-sqlite,pyarrow]==0.12.0' 'duckdb==1.5.5' 'pytest>=8' 'mypy==2.4.1'
-    target/py312-venv/bin/python -m pytest -q -p no:cacheprovider --basetemp=target/packages-lane/py312 tests/py/test_python_api.py
+    # The venv and its pinned peers stay beside the peers' (a clean clone would install them
+    # again each run); the wheel is installed afresh.
+    local v312=${CRYO_PEERS_DIR:-$HOME/.cache/cryo-peers}/venv-py312
+    local specs=("pyiceberg[sql-sqlite,pyarrow]==0.12.0" "duckdb==1.5.5" "pytest==9.2.0" "mypy==2.4.1")
+    if [ "$(cat "$v312/.cryo-specs" 2>/dev/null)" != "$py312 ${specs[*]}" ]; then
+      rm -rf "$v312" && "$py312" -m venv "$v312"
+      "$v312/bin/pip" install -q "${specs[@]}"
+      echo "$py312 ${specs[*]}" >"$v312/.cryo-specs"
+    fi
+    "$v312/bin/pip" install -q --force-reinstall --no-deps target/cryo-wheel/*.whl
+    "$v312/bin/python" -m pytest -q -p no:cacheprovider --basetemp=target/packages-lane/py312 tests/py/test_python_api.py
   fi
 
   # The Node package: its npm dependencies (package-lock.json), the addon with its generated

@@ -21,6 +21,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -79,9 +80,19 @@ def _airflow_env(tmp: Path) -> dict:
     return env
 
 
-def _dag_test(tmp: Path, approve_with: str) -> dict:
+@pytest.fixture(scope="module")
+def airflow_db(tmp_path_factory) -> Path:
+    """Airflow's sqlite db, migrated once for the module; each DAG test starts from a copy."""
+    tmp = tmp_path_factory.mktemp("airflow-template")
+    (tmp / "airflow").mkdir()
+    subprocess.run([sys.executable, "-m", "airflow", "db", "migrate"], env=_airflow_env(tmp), check=True, capture_output=True)
+    return tmp / "airflow" / "airflow.db"
+
+
+def _dag_test(tmp: Path, approve_with: str, db: Path) -> dict:
     env = _airflow_env(tmp)
-    subprocess.run([sys.executable, "-m", "airflow", "db", "migrate"], env=env, check=True, capture_output=True)
+    (tmp / "airflow").mkdir()
+    shutil.copyfile(db, tmp / "airflow" / "airflow.db")
     out = subprocess.run(
         [sys.executable, "-c", _AIRFLOW_RUN, str(ROOT / "examples"), approve_with],
         env=env, capture_output=True, text=True, timeout=600,
@@ -93,12 +104,12 @@ def _dag_test(tmp: Path, approve_with: str) -> dict:
     return result
 
 
-def test_airflow_example_dag_runs_the_reviewed_plan(tmp_path):
+def test_airflow_example_dag_runs_the_reviewed_plan(tmp_path, airflow_db):
     import pyarrow as pa
 
     import cryo
 
-    result = _dag_test(tmp_path, "reviewed")
+    result = _dag_test(tmp_path, "reviewed", airflow_db)
     assert result["tasks"] == {"grade": "success", "review": "success", "run": "success"}, result["log"][-3000:]
     assert result["state"] == "success"
     lake = tmp_path / "lake"
@@ -116,10 +127,10 @@ def test_airflow_example_dag_runs_the_reviewed_plan(tmp_path):
     assert not cryo.demo_lake(lake).pristine and after["lake.clickstream"] > 0
 
 
-def test_airflow_tampered_fingerprint_fails_the_run_task(tmp_path):
+def test_airflow_tampered_fingerprint_fails_the_run_task(tmp_path, airflow_db):
     import cryo
 
-    result = _dag_test(tmp_path, "0" * 64)
+    result = _dag_test(tmp_path, "0" * 64, airflow_db)
     assert result["tasks"]["grade"] == "success" and result["tasks"]["review"] == "success"
     assert result["tasks"]["run"] == "failed" and result["state"] == "failed"
     lake = tmp_path / "lake"
