@@ -29,27 +29,16 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use object_store::UpdateVersion;
-use serde::{Deserialize, Serialize};
 
 use crate::catalog::TableId;
 use crate::error::{Error, Result};
 use crate::govern::LockHolder;
+use crate::govern::lease::Leases;
 use crate::govern::lock::now_ms;
 use crate::io::ObjectStorage;
 
 /// How often a waiting writer reads the gate again, and a waiting commit lists the writers.
 const POLL: Duration = Duration::from_millis(100);
-
-/// What a gate or writer object holds.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-struct LeaseRecord {
-    #[serde(flatten)]
-    holder: LockHolder,
-    /// The lease's end (ms since the epoch, the holder's clock).
-    expires_ms: i64,
-    /// The table, for whoever lists the fence's objects.
-    table: String,
-}
 
 /// Where one table's fence objects live, and how to reach them.
 #[derive(Clone)]
@@ -70,24 +59,20 @@ impl ObjectFence {
         format!("{}/writers/", self.prefix)
     }
 
+    fn leases(&self) -> Leases {
+        Leases {
+            lease_ms: self.lease_ms,
+            what: "commit fence lease",
+        }
+    }
+
     fn record(&self, holder: &LockHolder) -> Result<Bytes> {
-        let record = LeaseRecord {
-            holder: holder.clone(),
-            expires_ms: now_ms() + self.lease_ms as i64,
-            table: self.table.to_string(),
-        };
-        serde_json::to_vec(&record)
-            .map(Bytes::from)
-            .map_err(|e| Error::compute("commit fence record", e))
+        self.leases().record(holder, &self.table.to_string())
     }
 
     /// Whether an object read as `bytes` (last modified at `modified_ms`) holds a live lease.
     fn live(&self, bytes: &[u8], modified_ms: i64) -> bool {
-        match serde_json::from_slice::<LeaseRecord>(bytes) {
-            Ok(r) => r.expires_ms >= now_ms(),
-            // Not a record (torn, foreign): live until it is as old as a lease.
-            Err(_) => modified_ms + self.lease_ms as i64 >= now_ms(),
-        }
+        self.leases().read(bytes, modified_ms).1
     }
 
     /// For a writer: wait while a commit of Cryo's holds the gate, then hold a writer object.
@@ -222,38 +207,23 @@ impl Lease {
         location: String,
         version: UpdateVersion,
     ) -> Result<Self> {
-        let (stop, mut stopped) = tokio::sync::oneshot::channel::<()>();
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
         let (done_tx, done) = mpsc::channel();
         let at = location.clone();
         runtime()?.spawn(async move {
-            let mut version = version;
-            let mut lost = false;
-            loop {
-                let period = Duration::from_millis((fence.lease_ms / 3).max(100));
-                tokio::select! {
-                    biased;
-                    _ = &mut stopped => break,
-                    () = tokio::time::sleep(period) => {}
-                }
-                let renewed = match fence.record(&me) {
-                    Ok(body) => fence.storage.replace_if(&at, body, version.clone()).await,
-                    Err(e) => Err(e),
-                };
-                match renewed {
-                    Ok(Some(v)) => version = v,
-                    Ok(None) => {
-                        tracing::error!(table = %fence.table, object = %at, "the commit fence lease was lost: it ran out before it was renewed");
-                        lost = true;
-                        let _ = (&mut stopped).await;
-                        break;
-                    }
-                    // A failed renewal is tried again: the lease outlives two of them.
-                    Err(e) => {
-                        tracing::warn!(table = %fence.table, error = %e, "renewing the commit fence lease failed");
-                    }
-                }
-            }
-            if !lost && let Err(e) = fence.storage.delete(&at).await {
+            let mut stopped = stopped;
+            let table = fence.table.to_string();
+            let stop = async {
+                let _ = (&mut stopped).await;
+            };
+            let lost = fence
+                .leases()
+                .renew(&fence.storage, &at, version, &me, &table, stop)
+                .await;
+            if lost {
+                // Someone else's now: left alone until the holder lets go.
+                let _ = stopped.await;
+            } else if let Err(e) = fence.storage.delete(&at).await {
                 tracing::warn!(object = %at, error = %e, "releasing the commit fence failed; its lease will run out");
             }
             let _ = done_tx.send(());

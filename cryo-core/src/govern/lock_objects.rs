@@ -19,12 +19,10 @@
 use std::fmt;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Duration;
 
 use bytes::Bytes;
-use serde::{Deserialize, Serialize};
 
-use super::lock::now_ms;
+use super::lease::{LeaseRecord, Leases};
 use super::lock::{LockGuard, LockHolder, TableLocks, table_file_stem};
 use crate::catalog::TableId;
 use crate::error::{Error, Result};
@@ -32,17 +30,6 @@ use crate::io::ObjectStorage;
 
 /// Default lease: how long a crashed holder keeps others out.
 pub const DEFAULT_LEASE_MS: u64 = 60_000;
-
-/// What a lock object holds.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-struct LockRecord {
-    #[serde(flatten)]
-    holder: LockHolder,
-    /// The lease's end (ms since the epoch, the holder's clock).
-    expires_ms: i64,
-    /// The table, for whoever lists the lock objects.
-    table: String,
-}
 
 /// Per-table locks as lease-held objects under a location on object storage.
 #[derive(Clone)]
@@ -91,15 +78,15 @@ impl ObjectLocks {
         format!("{}/{}.lock", self.root, table_file_stem(catalog, table))
     }
 
+    fn leases(&self) -> Leases {
+        Leases {
+            lease_ms: self.lease_ms,
+            what: "table lock",
+        }
+    }
+
     fn record(&self, holder: &LockHolder, table: &TableId) -> Result<Bytes> {
-        let record = LockRecord {
-            holder: holder.clone(),
-            expires_ms: now_ms() + self.lease_ms as i64,
-            table: table.to_string(),
-        };
-        serde_json::to_vec(&record)
-            .map(Bytes::from)
-            .map_err(|e| Error::compute("lock record", e))
+        self.leases().record(holder, &table.to_string())
     }
 
     /// The guard of a lock just taken at `version`: renews the lease until dropped, then
@@ -121,31 +108,13 @@ impl ObjectLocks {
                 Arc::clone(&lost),
             );
             tokio::spawn(async move {
-                let mut version = version;
-                loop {
-                    tokio::time::sleep(Duration::from_millis(locks.lease_ms / 3)).await;
-                    let renewed = match locks.record(&me, &table) {
-                        Ok(body) => {
-                            locks
-                                .storage
-                                .replace_if(&location, body, version.clone())
-                                .await
-                        }
-                        Err(e) => Err(e),
-                    };
-                    match renewed {
-                        Ok(Some(v)) => version = v,
-                        Ok(None) => {
-                            tracing::error!(table = %table, lock = %location, "the table lock was taken over: its lease ran out before it was renewed");
-                            lost.store(true, Ordering::SeqCst);
-                            return;
-                        }
-                        // A failed renewal is tried again: the lease outlives two of them.
-                        Err(e) => {
-                            tracing::warn!(table = %table, error = %e, "renewing the table lock failed");
-                        }
-                    }
-                }
+                let table = table.to_string();
+                let forever = std::future::pending::<()>();
+                let taken_over = locks
+                    .leases()
+                    .renew(&locks.storage, &location, version, &me, &table, forever)
+                    .await;
+                lost.store(taken_over, Ordering::SeqCst);
             })
         };
         let storage = self.storage.clone();
@@ -189,14 +158,9 @@ impl TableLocks for ObjectLocks {
             let Some(current) = self.storage.read_versioned(&location).await? else {
                 continue;
             };
-            let record: Option<LockRecord> = serde_json::from_slice(&current.bytes).ok();
-            let expired = match &record {
-                Some(r) => r.expires_ms < now_ms(),
-                // Not a lock record: stale once as old as a lease.
-                None => current.last_modified_ms + (self.lease_ms as i64) < now_ms(),
-            };
+            let (record, live) = self.leases().read(&current.bytes, current.last_modified_ms);
             let their = record.map_or_else(LockHolder::unknown, |r| r.holder);
-            if !expired {
+            if live {
                 return Ok(Err(their));
             }
             let taken = self
@@ -210,7 +174,7 @@ impl TableLocks for ObjectLocks {
             // Someone else took it over first.
             let now_held = self.storage.read_versioned(&location).await?;
             return Ok(Err(now_held
-                .and_then(|v| serde_json::from_slice::<LockRecord>(&v.bytes).ok())
+                .and_then(|v| serde_json::from_slice::<LeaseRecord>(&v.bytes).ok())
                 .map_or_else(LockHolder::unknown, |r| r.holder)));
         }
         Ok(Err(LockHolder::unknown()))
@@ -220,8 +184,10 @@ impl TableLocks for ObjectLocks {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::govern::lock::now_ms;
     use crate::io::ObjectStorageFactory;
     use std::collections::HashMap;
+    use std::time::Duration;
 
     fn locks(root: &str, lease_ms: u64) -> ObjectLocks {
         let storage = ObjectStorageFactory::new().storage(HashMap::new());
@@ -249,7 +215,7 @@ mod tests {
         tokio::time::sleep(Duration::from_millis(50)).await;
         let again = b.try_acquire("c", &t, "b", 4).await.unwrap().unwrap();
         // A holder that stops renewing (its process died) is taken over after its lease.
-        let stale = LockRecord {
+        let stale = LeaseRecord {
             holder: LockHolder::this_process("dead", 0),
             expires_ms: now_ms() - 1,
             table: t.to_string(),

@@ -18,6 +18,7 @@
 //!   operations from overlapping.
 
 mod bandit;
+pub(crate) mod lease;
 pub(crate) mod lock;
 mod lock_catalog;
 mod lock_objects;

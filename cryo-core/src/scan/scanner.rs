@@ -289,10 +289,7 @@ fn list_reads<'a>(
             let (storage, table, reads) = (storage.clone(), table.to_string(), Arc::clone(&reads));
             async move {
                 let read = tokio::spawn(async move {
-                    let _permit = reads
-                        .acquire_owned()
-                        .await
-                        .map_err(|e| Error::Internal(format!("the read budget closed: {e}")))?;
+                    let _permit = read_slot(&reads).await?;
                     crate::format::manifest_list::read_paths(&storage, &table, &loc, version).await
                 })
                 .await
@@ -313,6 +310,8 @@ struct FoldContext {
     small_file_threshold: u64,
     /// Whether live data paths are kept (for delete files that name theirs).
     with_deletes: bool,
+    /// Whether folds are written to a memo (which keys them by [`memo::FoldId`]).
+    memo: bool,
 }
 
 /// One manifest of the current snapshot, folded.
@@ -337,6 +336,14 @@ pub(super) struct ManifestFold {
 /// 4 MiB a million-file table's 60 KB manifests still have 64 reads in flight, and a
 /// ten-million-file table's 7, which at 30 ms per request read faster than they decode.
 const MANIFEST_KIB_IN_FLIGHT: u64 = 4 * 1024;
+
+/// One of the scan's slots for concurrent object reads, held while a read is in flight.
+async fn read_slot(reads: &tokio::sync::Semaphore) -> Result<tokio::sync::SemaphorePermit<'_>> {
+    reads
+        .acquire()
+        .await
+        .map_err(|e| Error::Internal(format!("the read budget closed: {e}")))
+}
 
 /// `per_manifest` over each of `manifests`, read and handled on a task of its own (decoding
 /// uses every core), `concurrency` at a time, results in list order. The scan's fold and the
@@ -375,10 +382,7 @@ where
                     let _permit = permit;
                     let path = mf.manifest_path.as_str();
                     let bytes = {
-                        let _read = reads
-                            .acquire()
-                            .await
-                            .map_err(|e| Error::Internal(format!("the read budget closed: {e}")))?;
+                        let _read = read_slot(&reads).await?;
                         crate::format::manifest::read_bytes(&storage, ctx.table(), path).await?
                     };
                     per_manifest(&ctx, &mf, &bytes)
@@ -648,10 +652,7 @@ pub async fn scan_loaded(
     let mut current_manifests: Vec<ManifestFile> = Vec::new();
     if let Some((id, location)) = &current_list {
         let (bytes, list) = {
-            let _permit = reads
-                .acquire()
-                .await
-                .map_err(|e| Error::Internal(format!("the read budget closed: {e}")))?;
+            let _permit = read_slot(&reads).await?;
             read_manifest_list(&storage, &name, location, version).await?
         };
         for m in &list {
@@ -707,6 +708,7 @@ pub async fn scan_loaded(
         snapshot_ts,
         small_file_threshold: write.small_file_threshold_bytes,
         with_deletes,
+        memo: memo_path.is_some(),
     });
     // Folds the memo has (made under the same key, every snapshot they date by still here)
     // are taken from it; the other manifests are read.
@@ -724,7 +726,7 @@ pub async fn scan_loaded(
         if memo_path.is_some() {
             let id = memo::FoldId::of(&mf);
             if let Some(fold) = memo.take_fold(&id) {
-                kept.push(Ok((id, fold)));
+                kept.push(Ok((Some(id), fold)));
                 continue;
             }
         }
@@ -739,7 +741,10 @@ pub async fn scan_loaded(
             Arc::clone(&ctx),
             options.concurrency,
             Arc::clone(&reads),
-            |ctx, mf, bytes| Ok((memo::FoldId::of(mf), fold_manifest(ctx, mf, bytes)?)),
+            |ctx, mf, bytes| {
+                let id = ctx.memo.then(|| memo::FoldId::of(mf));
+                Ok((id, fold_manifest(ctx, mf, bytes)?))
+            },
         ))
         .boxed();
 
@@ -832,8 +837,8 @@ pub async fn scan_loaded(
     let current_folds = async {
         while let Some(fold) = folds.next().await {
             let (id, fold) = fold?;
-            if let Some(w) = fold_writer.as_mut() {
-                w.fold(&id, &fold);
+            if let (Some(w), Some(id)) = (fold_writer.as_mut(), &id) {
+                w.fold(id, &fold);
             }
             manifests.deleted_entries += fold.deleted_entries;
             manifests.live_entries += fold.live_entries;
