@@ -306,16 +306,18 @@ pub(crate) fn deleted_fast(
     })
 }
 
-/// The fields of `manifest_entry` the fast readers ([`entries_fast`], [`super::summary`]) read.
+/// The fields of `manifest_entry` Cryo's readers ([`decode`], [`entries_fast`],
+/// [`super::summary`]) read.
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub(super) enum EntryField {
     Status,
     SnapshotId,
     Sequence,
+    FileSequence,
     DataFile,
 }
 
-/// The fields of `data_file` the fast readers read.
+/// The fields of `data_file` Cryo's readers read.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub(super) enum FileField {
     Content,
@@ -328,10 +330,21 @@ pub(super) enum FileField {
     Upper,
     Referenced,
     ContentSize,
+    ColumnSizes,
+    ValueCounts,
+    NullCounts,
+    NanCounts,
+    KeyMetadata,
+    SplitOffsets,
+    EqualityIds,
+    SortOrderId,
+    FirstRowId,
+    ContentOffset,
 }
 
 impl FileField {
-    pub(super) const ALL: [FileField; 10] = [
+    /// What the summary reads: a file's identity, size, partition and bounds.
+    pub(super) const SUMMARY: [FileField; 10] = [
         FileField::Content,
         FileField::Path,
         FileField::Format,
@@ -343,6 +356,30 @@ impl FileField {
         FileField::Referenced,
         FileField::ContentSize,
     ];
+
+    /// Everything a `DataFile` holds ([`decode`]): [`Self::SUMMARY`] and the rest.
+    const FULL: [FileField; 20] = {
+        let rest = [
+            FileField::ColumnSizes,
+            FileField::ValueCounts,
+            FileField::NullCounts,
+            FileField::NanCounts,
+            FileField::KeyMetadata,
+            FileField::SplitOffsets,
+            FileField::EqualityIds,
+            FileField::SortOrderId,
+            FileField::FirstRowId,
+            FileField::ContentOffset,
+        ];
+        let mut all = [FileField::Content; 20];
+        let mut i = 0;
+        while i < 10 {
+            all[i] = Self::SUMMARY[i];
+            all[10 + i] = rest[i];
+            i += 1;
+        }
+        all
+    };
 
     /// Whether every data file has it (v1 has no `content`; the rest are optional).
     fn required(self) -> bool {
@@ -356,7 +393,7 @@ impl FileField {
         )
     }
 
-    fn name(self) -> &'static str {
+    pub(super) fn name(self) -> &'static str {
         match self {
             FileField::Content => "content",
             FileField::Path => "file_path",
@@ -368,6 +405,16 @@ impl FileField {
             FileField::Upper => "upper_bounds",
             FileField::Referenced => "referenced_data_file",
             FileField::ContentSize => "content_size_in_bytes",
+            FileField::ColumnSizes => "column_sizes",
+            FileField::ValueCounts => "value_counts",
+            FileField::NullCounts => "null_value_counts",
+            FileField::NanCounts => "nan_value_counts",
+            FileField::KeyMetadata => "key_metadata",
+            FileField::SplitOffsets => "split_offsets",
+            FileField::EqualityIds => "equality_ids",
+            FileField::SortOrderId => "sort_order_id",
+            FileField::FirstRowId => "first_row_id",
+            FileField::ContentOffset => "content_offset",
         }
     }
 }
@@ -380,10 +427,11 @@ fn entry_field(f: &Field) -> R<Option<EntryField>> {
         EntryField::SnapshotId
     } else if avro::is(f, 3, &["sequence_number"])? {
         EntryField::Sequence
+    } else if avro::is(f, 4, &["file_sequence_number"])? {
+        EntryField::FileSequence
     } else if avro::is(f, 2, &["data_file"])? {
         EntryField::DataFile
     } else {
-        // Other fields (file_sequence_number among them) are not read.
         return Ok(None);
     }))
 }
@@ -413,6 +461,26 @@ fn file_field(f: &Field) -> R<Option<FileField>> {
         FileField::Referenced
     } else if avro::is(f, 145, &["content_size_in_bytes"])? {
         FileField::ContentSize
+    } else if avro::is(f, 108, &["column_sizes"])? {
+        FileField::ColumnSizes
+    } else if avro::is(f, 109, &["value_counts"])? {
+        FileField::ValueCounts
+    } else if avro::is(f, 110, &["null_value_counts"])? {
+        FileField::NullCounts
+    } else if avro::is(f, 137, &["nan_value_counts"])? {
+        FileField::NanCounts
+    } else if avro::is(f, 131, &["key_metadata"])? {
+        FileField::KeyMetadata
+    } else if avro::is(f, 132, &["split_offsets"])? {
+        FileField::SplitOffsets
+    } else if avro::is(f, 135, &["equality_ids"])? {
+        FileField::EqualityIds
+    } else if avro::is(f, 140, &["sort_order_id"])? {
+        FileField::SortOrderId
+    } else if avro::is(f, 142, &["first_row_id"])? {
+        FileField::FirstRowId
+    } else if avro::is(f, 144, &["content_offset"])? {
+        FileField::ContentOffset
     } else {
         return Ok(None);
     }))
@@ -516,7 +584,9 @@ fn entries_fast(
                     });
                 }
                 EntryField::SnapshotId => snapshot_id = cur.leaf(&f.schema)?.long(),
-                EntryField::Sequence => return Err("sequence_number is not planned here".into()),
+                EntryField::Sequence | EntryField::FileSequence => {
+                    return Err("sequence numbers are not planned here".into());
+                }
                 EntryField::DataFile => {
                     if status.is_some_and(|s| !want(s)) {
                         cur.pass(&plan.skip_file)?;
@@ -575,8 +645,14 @@ fn entries_fast(
 fn decode(bytes: &[u8]) -> R<Manifest> {
     let (container, metadata, partition_type) = open_fast(bytes)?;
     let mut entries = Vec::new();
+    // Planned on the first entry (a manifest without entries is read whatever its schema).
+    let mut plan: Option<FullPlan> = None;
     container.for_each(|cur, fields| {
-        entries.push(entry(cur, fields, &metadata, &partition_type)?);
+        let plan = match &mut plan {
+            Some(p) => p,
+            None => plan.insert(FullPlan::new(fields, &partition_type)?),
+        };
+        entries.push(entry(cur, fields, plan, &metadata, &partition_type)?);
         Ok(())
     })?;
     Ok(Manifest::new(metadata, entries))
@@ -797,10 +873,16 @@ pub(super) fn partition(
     schema: &avro::Schema,
     partition_type: &StructType,
 ) -> R<Struct> {
-    let fields = partition_type.fields();
-    let mut values: Vec<Option<Literal>> = vec![None; fields.len()];
-    cur.record(record_fields(schema)?, |f, c| {
-        for (i, field) in fields.iter().enumerate() {
+    let fields = record_fields(schema)?;
+    let steps = partition_plan(fields, partition_type)?;
+    planned_partition(cur, fields, &steps, partition_type)
+}
+
+/// Which partition field (its index in `partition_type`) each of the writer's `fields` is.
+fn partition_plan(fields: &[Field], partition_type: &StructType) -> R<Vec<Step<usize>>> {
+    let spec = partition_type.fields();
+    avro::plan(fields, |f| {
+        for (i, field) in spec.iter().enumerate() {
             if avro::is(f, i64::from(field.id), &[field.name.as_str()])? {
                 let ty = field
                     .field_type
@@ -811,41 +893,103 @@ pub(super) fn partition(
                 {
                     return Err("a long partition value for an int field".into());
                 }
-                values[i] = partition_value(c.leaf(&f.schema)?, ty)?;
-                return Ok(true);
+                return Ok(Some(i));
             }
         }
-        Ok(false)
-    })?;
+        Ok(None)
+    })
+}
+
+/// A partition tuple of the writer's `fields`, read as [`partition_plan`] planned.
+fn planned_partition(
+    cur: &mut Cursor<'_>,
+    fields: &[Field],
+    steps: &[Step<usize>],
+    partition_type: &StructType,
+) -> R<Struct> {
+    let spec = partition_type.fields();
+    let mut values: Vec<Option<Literal>> = vec![None; spec.len()];
+    for step in steps {
+        let Some((&i, j)) = cur.step(step)? else {
+            continue;
+        };
+        let ty = spec[i]
+            .field_type
+            .as_primitive_type()
+            .ok_or("a nested partition field")?;
+        values[i] = partition_value(cur.leaf(&fields[j].schema)?, ty)?;
+    }
     Ok(values.into_iter().collect())
+}
+
+/// How [`decode`] walks a manifest's entries: every field it reads, planned once per file.
+struct FullPlan {
+    entry: EntryPlan,
+    /// The writer's partition fields, and their plan.
+    partition: (Vec<Field>, Vec<Step<usize>>),
+}
+
+impl FullPlan {
+    fn new(top: &[Field], partition_type: &StructType) -> R<Self> {
+        let entry = EntryPlan::new(
+            top,
+            &[
+                EntryField::SnapshotId,
+                EntryField::Sequence,
+                EntryField::FileSequence,
+            ],
+            &FileField::FULL,
+        )?;
+        let file = top
+            .iter()
+            .find_map(|f| match &f.schema {
+                avro::Schema::Record(inner) if avro::is(f, 2, &["data_file"]).ok()? => Some(inner),
+                _ => None,
+            })
+            .ok_or("a manifest entry without data_file")?;
+        let fields = file
+            .iter()
+            .find(|f| matches!(file_field(f), Ok(Some(FileField::Partition))))
+            .map(|f| record_fields(&f.schema).map(<[Field]>::to_vec))
+            .transpose()?
+            .ok_or("a manifest entry without partition")?;
+        let steps = partition_plan(&fields, partition_type)?;
+        Ok(Self {
+            entry,
+            partition: (fields, steps),
+        })
+    }
 }
 
 /// One `manifest_entry` record.
 fn entry(
     cur: &mut Cursor<'_>,
     fields: &[Field],
+    plan: &FullPlan,
     metadata: &ManifestMetadata,
     partition_type: &StructType,
 ) -> R<ManifestEntry> {
     let (mut status, mut snapshot_id, mut sequence_number, mut file_sequence_number) =
         (None, None, None, None);
     let mut data_file = None;
-    cur.record(fields, |f, c| {
-        if avro::is(f, 0, &["status"])? {
-            status = int(c, &f.schema)?;
-        } else if avro::is(f, 1, &["snapshot_id"])? {
-            snapshot_id = long(c.leaf(&f.schema)?)?;
-        } else if avro::is(f, 3, &["sequence_number"])? {
-            sequence_number = long(c.leaf(&f.schema)?)?;
-        } else if avro::is(f, 4, &["file_sequence_number"])? {
-            file_sequence_number = long(c.leaf(&f.schema)?)?;
-        } else if avro::is(f, 2, &["data_file"])? {
-            data_file = Some(data_file_of(c, &f.schema, metadata, partition_type)?);
-        } else {
-            return Ok(false);
+    for step in &plan.entry.entry {
+        let Some((role, i)) = cur.step(step)? else {
+            continue;
+        };
+        let s = &fields[i].schema;
+        match role {
+            EntryField::Status => status = int(cur, s)?,
+            EntryField::SnapshotId => snapshot_id = long(cur.leaf(s)?)?,
+            EntryField::Sequence => sequence_number = long(cur.leaf(s)?)?,
+            EntryField::FileSequence => file_sequence_number = long(cur.leaf(s)?)?,
+            EntryField::DataFile => {
+                let avro::Schema::Record(inner) = s else {
+                    return Err("data_file is not a record".into());
+                };
+                data_file = Some(data_file_of(cur, inner, plan, metadata, partition_type)?);
+            }
         }
-        Ok(true)
-    })?;
+    }
     let status = status.ok_or("an entry without status")?;
     Ok(ManifestEntry {
         status: ManifestStatus::try_from(status).map_err(|e| e.to_string())?,
@@ -856,13 +1000,15 @@ fn entry(
     })
 }
 
-/// The `data_file` record of an entry.
+/// The `data_file` record of an entry (its writer's `fields`).
 fn data_file_of(
     cur: &mut Cursor<'_>,
-    schema: &avro::Schema,
+    fields: &[Field],
+    plan: &FullPlan,
     metadata: &ManifestMetadata,
     partition_type: &StructType,
 ) -> R<iceberg::spec::DataFile> {
+    use FileField as F;
     let ice = |e: iceberg::Error| e.to_string();
     let count = |v: Option<i64>, what: &str| -> R<u64> {
         u64::try_from(v.ok_or_else(|| format!("a data file without {what}"))?)
@@ -872,61 +1018,58 @@ fn data_file_of(
     b.partition_spec_id(metadata.partition_spec.spec_id())
         .content(DataContentType::Data);
     let (mut path, mut format, mut tuple, mut records, mut size) = (None, None, None, None, None);
-    cur.record(record_fields(schema)?, |f, c| {
-        let s = &f.schema;
-        if avro::is(f, 134, &["content"])? {
-            let content = int(c, s)?.ok_or("a null content")?;
-            b.content(DataContentType::try_from(content).map_err(ice)?);
-        } else if avro::is(f, 100, &["file_path"])? {
-            path = string(c.leaf(s)?)?.map(str::to_string);
-        } else if avro::is(f, 101, &["file_format"])? {
-            let name = string(c.leaf(s)?)?.ok_or("a null file_format")?;
-            format = Some(name.parse::<DataFileFormat>().map_err(ice)?);
-        } else if avro::is(f, 102, &["partition"])? {
-            tuple = Some(partition(c, s, partition_type)?);
-        } else if avro::is(f, 103, &["record_count"])? {
-            records = long(c.leaf(s)?)?;
-        } else if avro::is(f, 104, &["file_size_in_bytes"])? {
-            size = long(c.leaf(s)?)?;
-        } else if avro::is(f, 108, &["column_sizes"])? {
-            b.column_sizes(counts(c, s)?);
-        } else if avro::is(f, 109, &["value_counts"])? {
-            b.value_counts(counts(c, s)?);
-        } else if avro::is(f, 110, &["null_value_counts"])? {
-            b.null_value_counts(counts(c, s)?);
-        } else if avro::is(f, 137, &["nan_value_counts"])? {
-            b.nan_value_counts(counts(c, s)?);
-        } else if avro::is(f, 125, &["lower_bounds"])? {
-            b.lower_bounds(bounds(c, s, &metadata.schema)?);
-        } else if avro::is(f, 128, &["upper_bounds"])? {
-            b.upper_bounds(bounds(c, s, &metadata.schema)?);
-        } else if avro::is(f, 131, &["key_metadata"])? {
-            b.key_metadata(bytes(c.leaf(s)?)?.map(<[u8]>::to_vec));
-        } else if avro::is(f, 132, &["split_offsets"])? {
-            b.split_offsets(items(c, s, |c, s| {
-                long(c.leaf(s)?)?.ok_or_else(|| "a null offset".to_string())
-            })?);
-        } else if avro::is(f, 135, &["equality_ids"])? {
-            b.equality_ids(items(c, s, |c, s| {
-                int(c, s)?.ok_or_else(|| "a null id".to_string())
-            })?);
-        } else if avro::is(f, 140, &["sort_order_id"])? {
-            if let Some(order) = int(c, s)? {
-                b.sort_order_id(order);
+    for step in &plan.entry.file {
+        let Some((role, i)) = cur.step(step)? else {
+            continue;
+        };
+        let s = &fields[i].schema;
+        let c = &mut *cur;
+        match role {
+            F::Content => {
+                let content = int(c, s)?.ok_or("a null content")?;
+                b.content(DataContentType::try_from(content).map_err(ice)?);
             }
-        } else if avro::is(f, 142, &["first_row_id"])? {
-            b.first_row_id(long(c.leaf(s)?)?);
-        } else if avro::is(f, 143, &["referenced_data_file"])? {
-            b.referenced_data_file(string(c.leaf(s)?)?.map(str::to_string));
-        } else if avro::is(f, 144, &["content_offset"])? {
-            b.content_offset(long(c.leaf(s)?)?);
-        } else if avro::is(f, 145, &["content_size_in_bytes"])? {
-            b.content_size_in_bytes(long(c.leaf(s)?)?);
-        } else {
-            return Ok(false);
+            F::Path => path = string(c.leaf(s)?)?.map(str::to_string),
+            F::Format => {
+                let name = string(c.leaf(s)?)?.ok_or("a null file_format")?;
+                format = Some(name.parse::<DataFileFormat>().map_err(ice)?);
+            }
+            F::Partition => {
+                let (fields, steps) = &plan.partition;
+                tuple = Some(planned_partition(c, fields, steps, partition_type)?);
+            }
+            F::Records => records = long(c.leaf(s)?)?,
+            F::Size => size = long(c.leaf(s)?)?,
+            F::ColumnSizes => _ = b.column_sizes(counts(c, s)?),
+            F::ValueCounts => _ = b.value_counts(counts(c, s)?),
+            F::NullCounts => _ = b.null_value_counts(counts(c, s)?),
+            F::NanCounts => _ = b.nan_value_counts(counts(c, s)?),
+            F::Lower => _ = b.lower_bounds(bounds(c, s, &metadata.schema)?),
+            F::Upper => _ = b.upper_bounds(bounds(c, s, &metadata.schema)?),
+            F::KeyMetadata => _ = b.key_metadata(bytes(c.leaf(s)?)?.map(<[u8]>::to_vec)),
+            F::SplitOffsets => {
+                b.split_offsets(items(c, s, |c, s| {
+                    long(c.leaf(s)?)?.ok_or_else(|| "a null offset".to_string())
+                })?);
+            }
+            F::EqualityIds => {
+                b.equality_ids(items(c, s, |c, s| {
+                    int(c, s)?.ok_or_else(|| "a null id".to_string())
+                })?);
+            }
+            F::SortOrderId => {
+                if let Some(order) = int(c, s)? {
+                    b.sort_order_id(order);
+                }
+            }
+            F::FirstRowId => _ = b.first_row_id(long(c.leaf(s)?)?),
+            F::Referenced => {
+                b.referenced_data_file(string(c.leaf(s)?)?.map(str::to_string));
+            }
+            F::ContentOffset => _ = b.content_offset(long(c.leaf(s)?)?),
+            F::ContentSize => _ = b.content_size_in_bytes(long(c.leaf(s)?)?),
         }
-        Ok(true)
-    })?;
+    }
     b.file_path(path.ok_or("a data file without file_path")?)
         .file_format(format.ok_or("a data file without file_format")?)
         .partition(tuple.ok_or("a data file without partition")?)

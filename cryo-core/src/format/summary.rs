@@ -248,7 +248,7 @@ pub(super) fn fast(
     let plan = EntryPlan::new(
         top,
         &[EntryField::SnapshotId, EntryField::Sequence],
-        &FileField::ALL,
+        &FileField::SUMMARY,
     )?;
     let ids = SchemaIds::of(&metadata.schema);
     let part_schema = partition_schema(top);
@@ -270,6 +270,9 @@ pub(super) fn fast(
                 EntryField::Status => status = manifest::int(cur, &f.schema)?,
                 EntryField::SnapshotId => snapshot_id = manifest::long(cur.leaf(&f.schema)?)?,
                 EntryField::Sequence => sequence_number = manifest::long(cur.leaf(&f.schema)?)?,
+                EntryField::FileSequence => {
+                    return Err("file_sequence_number is not planned here".into());
+                }
                 EntryField::DataFile => {
                     let avro::Schema::Record(inner) = &f.schema else {
                         return Err("data_file is not a record".into());
@@ -396,6 +399,7 @@ fn data_file<'a>(
             FileField::Upper => bound_keys(cur, s, upper)?,
             FileField::Referenced => referenced = manifest::string(cur.leaf(s)?)?,
             FileField::ContentSize => content_size = manifest::long(cur.leaf(s)?)?,
+            other => return Err(format!("{} is not planned here", other.name())),
         }
     }
     Ok(File {
