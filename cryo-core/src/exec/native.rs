@@ -16,11 +16,11 @@ use crate::maintain::{
     RewriteManifestsOptions, RewritePositionDeletes, RewritePositionDeletesOptions,
 };
 use crate::plan::{Chunk, EqualityDeleteMethod, PartitionTarget, PlannedStep, StepParams};
+use crate::receipt::{Footprint, Receipt, ReceiptStatus};
 
 /// Why a step's new files stayed on storage although its groups did not commit.
 const KEPT_AFTER_UNKNOWN: &str =
     "after a commit of unknown outcome (orphan removal deletes them if nothing references them)";
-use crate::receipt::{Footprint, Receipt, ReceiptStatus};
 
 /// What one step did, for its receipt.
 struct StepResult {

@@ -922,6 +922,14 @@ fn planned_partition(
     Ok(values.into_iter().collect())
 }
 
+/// The index of the field a plan reads in role `want`.
+fn taken<T: PartialEq>(steps: &[Step<T>], want: &T) -> Option<usize> {
+    steps.iter().find_map(|s| match s {
+        Step::Take(role, i) if role == want => Some(*i),
+        _ => None,
+    })
+}
+
 /// How [`decode`] walks a manifest's entries: every field it reads, planned once per file.
 struct FullPlan {
     entry: EntryPlan,
@@ -940,19 +948,15 @@ impl FullPlan {
             ],
             &FileField::FULL,
         )?;
-        let file = top
-            .iter()
-            .find_map(|f| match &f.schema {
-                avro::Schema::Record(inner) if avro::is(f, 2, &["data_file"]).ok()? => Some(inner),
-                _ => None,
-            })
+        // Where the plan found `data_file` and its `partition` (it refuses a file without them).
+        let file = taken(&entry.entry, &EntryField::DataFile)
             .ok_or("a manifest entry without data_file")?;
-        let fields = file
-            .iter()
-            .find(|f| matches!(file_field(f), Ok(Some(FileField::Partition))))
-            .map(|f| record_fields(&f.schema).map(<[Field]>::to_vec))
-            .transpose()?
+        let avro::Schema::Record(file) = &top[file].schema else {
+            return Err("data_file is not a record".into());
+        };
+        let partition = taken(&entry.file, &FileField::Partition)
             .ok_or("a manifest entry without partition")?;
+        let fields = record_fields(&file[partition].schema)?.to_vec();
         let steps = partition_plan(&fields, partition_type)?;
         Ok(Self {
             entry,
