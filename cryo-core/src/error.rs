@@ -31,6 +31,13 @@ pub enum Error {
         message: String,
     },
 
+    /// A policy file is invalid: every problem found, each with its file, line and field.
+    #[error("invalid policy: {}", policy_problems(problems))]
+    Policy {
+        /// What is wrong, where.
+        problems: Vec<crate::policy::PolicyProblem>,
+    },
+
     /// The catalog refused or failed a request.
     #[error("catalog `{catalog}`: {message}")]
     Catalog {
@@ -152,6 +159,16 @@ pub enum Error {
     },
 }
 
+fn policy_problems(problems: &[crate::policy::PolicyProblem]) -> String {
+    match problems {
+        [one] => one.to_string(),
+        many => {
+            let lines: Vec<String> = many.iter().map(|p| format!("\n  {p}")).collect();
+            format!("{} problems:{}", many.len(), lines.concat())
+        }
+    }
+}
+
 impl Error {
     /// An [`Error::Compute`]: `context` says what Cryo was doing, `source` what failed.
     pub(crate) fn compute(context: impl Into<String>, source: impl Into<BoxError>) -> Self {
@@ -177,6 +194,7 @@ impl Error {
         match self {
             Error::Config { .. } => "config",
             Error::Validation { .. } => "validation",
+            Error::Policy { .. } => "policy",
             Error::Catalog { .. } => "catalog",
             Error::NotFound { .. } => "not_found",
             Error::Storage { .. } => "storage",

@@ -12,6 +12,8 @@
 //! - [`scan`]: read a table's metadata (never its data files) into [`scan::TableScan`].
 //! - [`grade`]: explainable checks, a score and an A–F grade, with the operation that fixes each.
 //! - [`plan`]: the maintenance work, partition by partition, under byte budgets, in a fixed order.
+//! - [`policy`]: maintenance as code: presets, assignment rules, overrides, pauses and budgets
+//!   in a YAML file, resolved per table and planned under.
 //! - [`render`]: the plan as Trino or Spark SQL.
 //! - [`compact`]: the native compaction engine: file groups planned from metadata, rewritten
 //!   with deletes applied (bin-pack, sort, z-order).
@@ -43,6 +45,7 @@ pub mod maintain;
 pub mod ops;
 pub mod options;
 pub mod plan;
+pub mod policy;
 pub mod progress;
 mod random;
 pub mod receipt;

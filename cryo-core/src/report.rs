@@ -226,8 +226,19 @@ pub fn plan_text(plan: &MaintenancePlan) -> String {
         steps,
         utc(plan.created_at_ms)
     );
+    if let Some(policy) = &plan.policy {
+        let _ = writeln!(out, "  under policy {}", policy.get(..12).unwrap_or(policy));
+    }
     for t in &plan.tables {
-        let _ = writeln!(out, "  {} (grade {}, {})", t.table, t.grade, t.score);
+        let _ = write!(out, "  {} (grade {}, {})", t.table, t.grade, t.score);
+        if let Some(p) = &t.policy {
+            let _ = write!(
+                out,
+                ": preset {} on {}, by {}",
+                p.preset, p.destination, p.assignment
+            );
+        }
+        out.push('\n');
         for (i, s) in t.steps.iter().enumerate() {
             let _ = writeln!(out, "    {}. {}", i + 1, step_line(s));
         }

@@ -39,6 +39,7 @@ use crate::models::{
     FleetOutcome, FleetScan, MissingFilesOutcome, Plan, RemoveOrphanFilesOutcome,
     RewriteManifestsOutcome, RewritePositionDeletesOutcome, RunOutcome, TableScan,
 };
+use crate::policy::Policy;
 use crate::progress::sink;
 use crate::runtime::{finish_holding_gil, wait};
 
@@ -225,8 +226,10 @@ impl Catalog {
     }
 
     /// Grade the scans and plan their maintenance, worst tables first, under the tables'
-    /// controls (`ControlSources`: pauses, deadlines, last runs, a receipt log).
-    #[pyo3(signature = (scans, grade_options = None, options = None, controls = None))]
+    /// controls (`ControlSources`: pauses, deadlines, last runs, a receipt log). Under a
+    /// `policy`, each table is planned with its preset (the policy gives the prices and
+    /// options: `grade_options` and `options` must then be left out).
+    #[pyo3(signature = (scans, grade_options = None, options = None, controls = None, policy = None))]
     fn plan(
         &self,
         py: Python<'_>,
@@ -234,23 +237,54 @@ impl Catalog {
         grade_options: Option<&Bound<'_, PyDict>>,
         options: Option<&Bound<'_, PyDict>>,
         controls: Option<&Bound<'_, PyDict>>,
+        policy: Option<Bound<'_, Policy>>,
     ) -> PyResult<Plan> {
+        let policy = policy.map(|p| Arc::clone(&p.get().inner));
+        if policy.is_some() && (grade_options.is_some() || options.is_some()) {
+            return Err(crate::errors::validation(
+                "under a policy the policy gives the prices and the planning options: leave out grade_options and options",
+            ));
+        }
         let grading: GradeOptions = self::options("grade options", grade_options)?;
         let planning: PlanOptions = self::options("plan options", options)?;
         let sources: ControlSources = self::options("plan controls", controls)?;
-        let scans: Vec<cryo_core::scan::TableScan> = scans
-            .into_iter()
-            .map(|s| s.get().inner.as_ref().clone())
-            .collect();
+        let scans = TableScan::core_all(scans);
         let cat = self.core(py)?;
         let plan = wait(py, move || async move {
             // A receipt log on object storage is read with the catalog's storage.
             let controls = sources.load_from(&cat).await?;
-            plan_scans(cat.name(), &scans, &grading, &planning, &controls)
+            match policy {
+                Some(policy) => policy.plan_scans(cat.name(), &scans, &controls),
+                None => plan_scans(cat.name(), &scans, &grading, &planning, &controls),
+            }
         })?;
         Ok(Plan {
             inner: Arc::new(plan),
         })
+    }
+
+    /// Each table under `policy`: its preset and why, and for each operation of the preset
+    /// whether a run now plans it, or when it may run next and what holds it back (as plain
+    /// Python values, one dict per table, sorted by table).
+    #[pyo3(signature = (scans, policy, controls = None))]
+    fn explain<'py>(
+        &self,
+        py: Python<'py>,
+        scans: Vec<Bound<'py, TableScan>>,
+        policy: &Bound<'py, Policy>,
+        controls: Option<&Bound<'py, PyDict>>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let policy = Arc::clone(&policy.get().inner);
+        let sources: ControlSources = self::options("plan controls", controls)?;
+        let scans = TableScan::core_all(scans);
+        let cat = self.core(py)?;
+        let explained = wait(py, move || async move {
+            let controls = sources.load_from(&cat).await?;
+            let graded = policy.grade(&scans)?;
+            let now = scans.iter().map(|s| s.scanned_at_ms).max().unwrap_or(0);
+            policy.explain(cat.name(), &graded, &controls, now)
+        })?;
+        crate::convert::to_python(py, &explained)
     }
 
     /// Compact one table's data files, calling `progress` (if given) as groups are rewritten.

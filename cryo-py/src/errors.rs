@@ -29,6 +29,12 @@ pyo3::create_exception!(
 );
 pyo3::create_exception!(
     cryo,
+    PolicyError,
+    ConfigError,
+    "A policy file is invalid. `problems` lists every problem found: dicts with `file`, `line`, `column`, `field` and `message`."
+);
+pyo3::create_exception!(
+    cryo,
     CatalogError,
     CryoError,
     "The catalog refused or failed a request."
@@ -94,6 +100,7 @@ pub(crate) fn to_py(py: Python<'_>, err: &cryo_core::Error) -> PyErr {
     let exc = match err.code() {
         "config" => ConfigError::new_err(message),
         "validation" => ValidationError::new_err(message),
+        "policy" => PolicyError::new_err(message),
         "catalog" => CatalogError::new_err(message),
         "not_found" => NotFoundError::new_err(message),
         "storage" => StorageError::new_err(message),
@@ -111,6 +118,11 @@ pub(crate) fn to_py(py: Python<'_>, err: &cryo_core::Error) -> PyErr {
     // the exception is still the right one without them.
     let _ = value.setattr("code", err.code());
     let _ = value.setattr("retryable", err.is_retryable());
+    if let cryo_core::Error::Policy { problems } = err
+        && let Ok(problems) = crate::convert::to_python(py, problems)
+    {
+        let _ = value.setattr("problems", problems);
+    }
     exc
 }
 
@@ -138,6 +150,7 @@ pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("CryoError", py.get_type::<CryoError>())?;
     m.add("ConfigError", py.get_type::<ConfigError>())?;
     m.add("ValidationError", py.get_type::<ValidationError>())?;
+    m.add("PolicyError", py.get_type::<PolicyError>())?;
     m.add("CatalogError", py.get_type::<CatalogError>())?;
     m.add("NotFoundError", py.get_type::<NotFoundError>())?;
     m.add("StorageError", py.get_type::<StorageError>())?;

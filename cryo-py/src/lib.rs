@@ -17,6 +17,7 @@ mod errors;
 mod fence;
 mod logging;
 mod models;
+mod policy;
 mod progress;
 mod report;
 mod runtime;
@@ -181,6 +182,7 @@ fn _cryo(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<models::Finding>()?;
     m.add_class::<HealthReport>()?;
     m.add_class::<models::Plan>()?;
+    m.add_class::<policy::Policy>()?;
     m.add_class::<models::CompactionOutcome>()?;
     m.add_class::<models::ExpireOutcome>()?;
     m.add_class::<models::RewriteManifestsOutcome>()?;

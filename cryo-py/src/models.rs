@@ -86,6 +86,16 @@ pub struct TableScan {
     pub(crate) inner: Arc<CoreScan>,
 }
 
+impl TableScan {
+    /// cryo-core's scans, for a call that takes them by value.
+    pub(crate) fn core_all(scans: Vec<Bound<'_, TableScan>>) -> Vec<CoreScan> {
+        scans
+            .into_iter()
+            .map(|s| s.get().inner.as_ref().clone())
+            .collect()
+    }
+}
+
 #[pymethods]
 impl TableScan {
     /// Table identifier (`namespace.table`).

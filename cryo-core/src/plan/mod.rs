@@ -64,8 +64,9 @@ mod predicate;
 pub use model::{
     Chunk, EqualityDeleteMethod, FieldPredicate, Literal, MaintenancePlan, PLAN_FORMAT_VERSION,
     PartitionTarget, PlannedStep, PredicateKind, RewriteStrategy, SkippedStep, SkippedTable,
-    StepParams, TableControl, TablePlan, Window,
+    StepParams, TableControl, TablePlan, TablePolicy, Window,
 };
+pub(crate) use planner::plan_fleet_each;
 pub(crate) use planner::window_opens_in;
 pub use planner::{ExpirePolicy, OrphanPolicy, PlanOptions, plan_fleet, plan_scans, plan_table};
 

@@ -26,6 +26,10 @@ pub struct MaintenancePlan {
     pub tables: Vec<TablePlan>,
     /// Tables left out entirely, with the reason.
     pub skipped_tables: Vec<SkippedTable>,
+    /// Fingerprint of the policy the plan was made under ([`crate::policy::Policy`]), if any:
+    /// a changed policy shows in the plan's diff.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub policy: Option<String>,
     /// SHA-256 over the canonical JSON of everything above (see [`MaintenancePlan::compute_fingerprint`]).
     pub fingerprint: String,
 }
@@ -60,6 +64,20 @@ pub struct TablePlan {
     pub steps: Vec<PlannedStep>,
     /// Operations the findings asked for but that were not planned, with the reason.
     pub skipped: Vec<SkippedStep>,
+    /// The table's place under the policy the plan was made under, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub policy: Option<TablePolicy>,
+}
+
+/// A table's preset under a policy, as a plan records it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TablePolicy {
+    /// The preset.
+    pub preset: String,
+    /// How it got it: a rule (with its name and place), a per-table override, or the default.
+    pub assignment: String,
+    /// Where its work runs (`native`, `trino`, `spark`).
+    pub destination: String,
 }
 
 /// An operation that was called for but not planned.

@@ -476,6 +476,7 @@ pub fn plan_table(
         score: report.score,
         steps: Vec::new(),
         skipped: Vec::new(),
+        policy: None,
     };
     // Findings whose remedy starts with a property change need a person first: rewriting before
     // the property is set would write the same files again.
@@ -1011,6 +1012,26 @@ pub fn plan_fleet(
     now_ms: i64,
 ) -> Result<MaintenancePlan> {
     options.validate()?;
+    plan_fleet_each(
+        catalog,
+        tables,
+        |_| options,
+        options.fleet_budget_bytes,
+        controls,
+        now_ms,
+    )
+}
+
+/// [`plan_fleet`] with each table's own options (a policy's presets): worst tables first, the
+/// fleet under `fleet_budget` and each table's own fleet budget, whichever is lower.
+pub(crate) fn plan_fleet_each<'a>(
+    catalog: &str,
+    tables: &'a [(TableScan, HealthReport)],
+    options_for: impl Fn(&'a TableScan) -> &'a PlanOptions,
+    fleet_budget: Option<u64>,
+    controls: &BTreeMap<TableId, TableControl>,
+    now_ms: i64,
+) -> Result<MaintenancePlan> {
     let mut order: Vec<&(TableScan, HealthReport)> = tables.iter().collect();
     order.sort_by(|a, b| {
         HealthReport::worst_first(&a.1, &b.1).then_with(|| a.0.table.cmp(&b.0.table))
@@ -1021,9 +1042,10 @@ pub fn plan_fleet(
         created_at_ms: now_ms,
         tables: Vec::new(),
         skipped_tables: Vec::new(),
+        policy: None,
         fingerprint: String::new(),
     };
-    let mut fleet_left = options.fleet_budget_bytes.unwrap_or(u64::MAX);
+    let mut fleet_left = fleet_budget.unwrap_or(u64::MAX);
     let default_control = TableControl::default();
     for (scan, report) in order {
         let control = controls.get(&scan.table).unwrap_or(&default_control);
@@ -1041,13 +1063,10 @@ pub fn plan_fleet(
             });
             continue;
         }
+        let options = options_for(scan);
+        let left = fleet_left.min(options.fleet_budget_bytes.unwrap_or(u64::MAX));
         let mut opts = options.clone();
-        opts.table_budget_bytes = Some(
-            options
-                .table_budget_bytes
-                .unwrap_or(u64::MAX)
-                .min(fleet_left),
-        );
+        opts.table_budget_bytes = Some(options.table_budget_bytes.unwrap_or(u64::MAX).min(left));
         let tp = plan_table(scan, report, &opts, control, now_ms)?;
         let used: u64 = tp
             .steps

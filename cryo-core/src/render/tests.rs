@@ -110,6 +110,7 @@ fn table(name: &str, steps: Vec<PlannedStep>) -> TablePlan {
         score: 10,
         steps,
         skipped: vec![],
+        policy: None,
     }
 }
 
@@ -1491,6 +1492,7 @@ fn script_has_statements_notes_and_skips() {
         created_at_ms: NOW,
         tables: vec![table("t", vec![expire(7, 5), orphans(7 * DAY, true)])],
         skipped_tables: vec![],
+        policy: None,
         fingerprint: "abc".into(),
     };
     let r = render_plan(&plan, &trino(480)).unwrap();

@@ -20,6 +20,7 @@ from ._cryo import (
     Governor,
     MissingFilesOutcome,
     Plan,
+    Policy,
     RemoveOrphanFilesOutcome,
     RewriteManifestsOutcome,
     RewritePositionDeletesOutcome,
@@ -164,6 +165,7 @@ class Catalog:
         grade_options: Optional[Mapping[str, Any]] = None,
         controls: Optional[Mapping[str, Mapping[str, Any]]] = None,
         receipt_log: Optional[Union[str, os.PathLike[str]]] = None,
+        policy: Optional[Policy] = None,
         **options: Any,
     ) -> Plan:
         """Grade the scans and plan their maintenance, worst tables first.
@@ -175,17 +177,46 @@ class Catalog:
         ``deadline_ms`` and ``last_runs``): cryo-core's ``TableControl``. ``receipt_log``: the
         receipts of earlier runs (a JSON-lines file, or a location on object storage where
         maintainers on other machines append theirs), so an operation that ran recently cools down.
+        ``policy``: a :class:`Policy`; each table is planned with its preset (cadence, window,
+        options), paused tables are skipped with the pause's reason, and the plan records the
+        policy's fingerprint. The policy then gives the prices and options: pass neither.
         """
+        items = self._scan_items(scans)
+        sources = _options(tables=dict(controls) if controls is not None else None, receipt_log=_path(receipt_log))
+        if policy is not None:
+            if grade_options or options:
+                raise _invalid(
+                    "under a policy the policy gives the prices and the planning options: "
+                    "leave out grade_options and the plan options"
+                )
+            return self._native.plan(items, None, None, sources, policy)
+        return self._native.plan(items, _options(**(grade_options or {})), _options(**options), sources)
+
+    def explain(
+        self,
+        policy: Policy,
+        scans: Union[FleetScan, TableScan, Iterable[TableScan], None] = None,
+        *,
+        controls: Optional[Mapping[str, Mapping[str, Any]]] = None,
+        receipt_log: Optional[Union[str, os.PathLike[str]]] = None,
+    ) -> list[dict[str, Any]]:
+        """Each table under ``policy``: its preset and why (``resolved``), its grade, the preset
+        as the table gets it, and per operation of the preset (``next``) whether a run made now
+        plans it, or the earliest time it may run (``at_ms``) and what holds it back (``reason``).
+        ``receipt_log`` gives when each operation last ran, for the cadence."""
+        items = self._scan_items(scans)
+        sources = _options(tables=dict(controls) if controls is not None else None, receipt_log=_path(receipt_log))
+        result: list[dict[str, Any]] = self._native.explain(items, policy, sources)
+        return result
+
+    def _scan_items(self, scans: Union[FleetScan, TableScan, Iterable[TableScan], None]) -> list[TableScan]:
         if scans is None:
             scans = self.scan_fleet()
         if isinstance(scans, FleetScan):
-            items = scans.tables
-        elif isinstance(scans, TableScan):
-            items = [scans]
-        else:
-            items = list(scans)
-        sources = _options(tables=dict(controls) if controls is not None else None, receipt_log=_path(receipt_log))
-        return self._native.plan(items, _options(**(grade_options or {})), _options(**options), sources)
+            return list(scans.tables)
+        if isinstance(scans, TableScan):
+            return [scans]
+        return list(scans)
 
     def compact(
         self,

@@ -8,6 +8,9 @@
     cryo plan  --catalog catalog.json -o plan.json         # the maintenance plan (a reviewable file)
     cryo render --catalog catalog.json --plan plan.json --dialect trino
     cryo run   --catalog catalog.json --plan plan.json --reviewed FINGERPRINT --execute
+    cryo policy check policy.yaml                          # validate a policy file (or directory)
+    cryo policy explain policy.yaml --catalog catalog.json # per table: preset, why, what runs next
+    cryo plan  --catalog catalog.json --policy policy.yaml # the fleet plan under the policy
 
 The catalog file is JSON, ``{"name": "prod", "properties": {"type": "rest", "uri": ...}}``:
 PyIceberg's catalog properties (the same file the Rust examples read). ``--catalog-name NAME``
@@ -32,8 +35,8 @@ from typing import Any, Callable, Optional
 
 from . import _cryo, demo_lake, grade, load_catalog, report
 from ._catalog import Catalog
-from ._cryo import FleetScan, HealthReport, Plan, TableScan
-from .errors import ConfigError, CryoError, NotFoundError, RefusedError, ValidationError
+from ._cryo import FleetScan, HealthReport, Plan, Policy, TableScan
+from .errors import ConfigError, CryoError, NotFoundError, PolicyError, RefusedError, ValidationError
 
 #: Exit statuses.
 OK, FAILED, USAGE = 0, 1, 2
@@ -113,6 +116,11 @@ def _plan(args: argparse.Namespace, catalog: Catalog) -> Plan:
     options: dict[str, Any] = {}
     if getattr(args, "operation", None):
         options["operations"] = args.operation
+    policy_path = getattr(args, "policy", None)
+    if policy_path:
+        if options:
+            raise UsageError("--operation and --policy: the policy's presets say which operations run")
+        return catalog.plan(scans, policy=Policy.load(policy_path), receipt_log=getattr(args, "receipts", None))
     return catalog.plan(scans, **options)
 
 
@@ -255,6 +263,97 @@ def cmd_run(args: argparse.Namespace) -> int:
     return FAILED if failed else OK
 
 
+def _when(ms: int) -> str:
+    import datetime as dt
+
+    if ms >= 2**62:
+        return "not while paused"
+    return dt.datetime.fromtimestamp(ms / 1000, tz=dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+
+
+def _preset_line(name: str, preset: dict[str, Any]) -> str:
+    ops = preset["options"].get("operations") or ["all operations"]
+    parts = [f"on {preset['destination']}"]
+    if preset.get("every_ms"):
+        parts.append(f"every {_duration(preset['every_ms'])}")
+    window = preset.get("window")
+    if window:
+        parts.append(f"window {window['start_hour']:02d}:00-{window['end_hour']:02d}:00 UTC")
+    if preset.get("quiet_period_ms"):
+        parts.append(f"quiet period {_duration(preset['quiet_period_ms'])}")
+    return f"  {name}: {', '.join(ops)}; {', '.join(parts)}"
+
+
+def _duration(ms: int) -> str:
+    for unit, size in (("w", 604_800_000), ("d", 86_400_000), ("h", 3_600_000), ("m", 60_000), ("s", 1000)):
+        if ms >= size and ms % size == 0:
+            return f"{ms // size}{unit}"
+    return f"{ms}ms"
+
+
+def cmd_policy_check(args: argparse.Namespace) -> int:
+    policy = Policy.load(args.policy)
+    if args.json:
+        _emit_json(
+            {
+                "fingerprint": policy.fingerprint,
+                "sources": policy.sources,
+                "policy": policy.to_dict(),
+                "presets": policy.presets(),
+            }
+        )
+        return OK
+    file = policy.to_dict()
+    _emit(
+        f"policy {args.policy}: valid ({len(policy.sources)} file{'s' if len(policy.sources) != 1 else ''}, "
+        f"{len(file.get('rules', []))} rules, {len(file.get('tables', {}))} overrides, "
+        f"{len(file.get('pauses', []))} pauses)"
+    )
+    _emit("presets:")
+    for name, preset in policy.presets().items():
+        _emit(_preset_line(name, preset))
+    for i, rule in enumerate(file.get("rules", [])):
+        _emit(f"rule {i} `{rule['name']}` -> {rule['preset']}: {json.dumps(rule.get('match', {}), sort_keys=True)}")
+    _emit(f"fingerprint {policy.fingerprint}")
+    return OK
+
+
+def cmd_policy_explain(args: argparse.Namespace) -> int:
+    policy = Policy.load(args.policy)
+    catalog = _catalog(args)
+    scans, _ = _scans(args, catalog)
+    explained = catalog.explain(policy, scans, receipt_log=args.receipts)
+    if args.json:
+        _emit_json({"policy_fingerprint": policy.fingerprint, "tables": explained})
+        return OK
+    resolved = policy.resolve(scans)
+    now_ms = max((s.scanned_at_ms for s in scans), default=0)
+    counts = ", ".join(f"{n} {p}" for p, n in resolved["presets"].items())
+    _emit(f"policy {policy.fingerprint[:12]}: {len(explained)} tables ({counts})")
+    _emit(f"  {resolved['defaulted']} got the default preset (no rule matched); {resolved['paused']} paused")
+    for e in explained:
+        r = e["resolved"]
+        assignment = r["assignment"]
+        why = {
+            "override": "per-table override",
+            "default": "default preset: no rule matched",
+        }.get(assignment["kind"], f"rule `{assignment.get('name')}` (rules[{assignment.get('index')}])")
+        extra = ", with its own options" if r.get("options_override") else ""
+        name = _cryo.table_name(r["table"]["namespace"], r["table"]["name"])
+        _emit(f"\n{name} (grade {e['grade']}): preset {r['preset']} on {r['destination']}, by {why}{extra}")
+        if r.get("paused"):
+            _emit(f"  {r['paused']}")
+        for n in e["next"]:
+            if n["planned"]:
+                when = "now"
+            elif n["at_ms"] <= now_ms:
+                when = "not now"
+            else:
+                when = _when(n["at_ms"])
+            _emit(f"  {n['operation']:<26} {when:<22} {n['reason']}")
+    return OK
+
+
 # ---- parser --------------------------------------------------------------------------------
 
 
@@ -313,7 +412,25 @@ def _parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("plan", parents=[common, source, select, planning], help="plan the maintenance")
     p.add_argument("-o", "--output", metavar="FILE", help="write the plan (JSON) here")
+    p.add_argument(
+        "--policy", metavar="FILE", help="plan under this policy (a YAML file or a directory of them)"
+    )
+    p.add_argument(
+        "--receipts", metavar="WHERE", help="receipts of earlier runs (for the policy's cadences and cooldowns)"
+    )
     p.set_defaults(func=cmd_plan)
+
+    p = sub.add_parser("policy", help="check a policy file, or explain what it does to each table")
+    policy_sub = p.add_subparsers(dest="policy_command", metavar="ACTION", required=True)
+    q = policy_sub.add_parser("check", parents=[common], help="validate a policy (every problem, with file and line)")
+    q.add_argument("policy", metavar="FILE", help="a policy YAML file or a directory of them")
+    q.set_defaults(func=cmd_policy_check)
+    q = policy_sub.add_parser(
+        "explain", parents=[common, source, select], help="per table: the preset, why, and what runs next and when"
+    )
+    q.add_argument("policy", metavar="FILE", help="a policy YAML file or a directory of them")
+    q.add_argument("--receipts", metavar="WHERE", help="receipts of earlier runs (when each operation last ran)")
+    q.set_defaults(func=cmd_policy_explain)
 
     p = sub.add_parser("render", parents=[common, source, select, planning, stored], help="the plan as SQL")
     p.add_argument("--dialect", required=True, choices=["trino", "spark"])
@@ -369,6 +486,14 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         return func(args)
     except UsageError as e:
         print(f"cryo {args.command}: error: {e}", file=sys.stderr)
+        return USAGE
+    except PolicyError as e:
+        problems = getattr(e, "problems", None) or []
+        print(f"cryo {args.command}: invalid policy ({len(problems)} problem{'s' if len(problems) != 1 else ''}):", file=sys.stderr)
+        for p in problems:
+            where = f"{p['file']}:{p['line']}:{p['column']}" if p["line"] else p["file"]
+            field = f" `{p['field']}`:" if p["field"] else ""
+            print(f"  {where}:{field} {p['message']}", file=sys.stderr)
         return USAGE
     except _USAGE_ERRORS as e:
         print(f"cryo {args.command}: error [{e.code}]: {e}", file=sys.stderr)
