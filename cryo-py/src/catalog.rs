@@ -229,7 +229,11 @@ impl Catalog {
     /// controls (`ControlSources`: pauses, deadlines, last runs, a receipt log). Under a
     /// `policy`, each table is planned with its preset (the policy gives the prices and
     /// options: `grade_options` and `options` must then be left out).
-    #[pyo3(signature = (scans, grade_options = None, options = None, controls = None, policy = None))]
+    #[pyo3(signature = (scans, grade_options = None, options = None, controls = None, policy = None, only_due = false))]
+    #[allow(
+        clippy::too_many_arguments,
+        reason = "the keyword arguments of Catalog.plan"
+    )]
     fn plan(
         &self,
         py: Python<'_>,
@@ -238,8 +242,14 @@ impl Catalog {
         options: Option<&Bound<'_, PyDict>>,
         controls: Option<&Bound<'_, PyDict>>,
         policy: Option<Bound<'_, Policy>>,
+        only_due: bool,
     ) -> PyResult<Plan> {
         let policy = policy.map(|p| Arc::clone(&p.get().inner));
+        if only_due && policy.is_none() {
+            return Err(crate::errors::validation(
+                "only_due plans what a policy says is due: give the policy",
+            ));
+        }
         if policy.is_some() && (grade_options.is_some() || options.is_some()) {
             return Err(crate::errors::validation(
                 "under a policy the policy gives the prices and the planning options: leave out grade_options and options",
@@ -254,6 +264,13 @@ impl Catalog {
             // A receipt log on object storage is read with the catalog's storage.
             let controls = sources.load_from(&cat).await?;
             match policy {
+                Some(policy) if only_due => {
+                    let receipts = sources.receipts_from(&cat).await?;
+                    let graded = policy.grade(&scans)?;
+                    let now = scans.iter().map(|s| s.scanned_at_ms).max().unwrap_or(0);
+                    let due = policy.due(&graded, &receipts, now);
+                    policy.plan_due(cat.name(), &graded, &due, &controls, now)
+                }
                 Some(policy) => policy.plan_scans(cat.name(), &scans, &controls),
                 None => plan_scans(cat.name(), &scans, &grading, &planning, &controls),
             }
@@ -261,6 +278,30 @@ impl Catalog {
         Ok(Plan {
             inner: Arc::new(plan),
         })
+    }
+
+    /// What is due under `policy` (at the time of the newest scan): the tables and operations
+    /// whose cadence has come, inside their windows, not paused, and those backing off after
+    /// failures in a row, counted from the receipt log of `controls`.
+    #[pyo3(signature = (scans, policy, controls = None))]
+    fn due<'py>(
+        &self,
+        py: Python<'py>,
+        scans: Vec<Bound<'py, TableScan>>,
+        policy: &Bound<'py, Policy>,
+        controls: Option<&Bound<'py, PyDict>>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let policy = Arc::clone(&policy.get().inner);
+        let sources: ControlSources = self::options("plan controls", controls)?;
+        let scans = TableScan::core_all(scans);
+        let cat = self.core(py)?;
+        let due = wait(py, move || async move {
+            let receipts = sources.receipts_from(&cat).await?;
+            let graded = policy.grade(&scans)?;
+            let now = scans.iter().map(|s| s.scanned_at_ms).max().unwrap_or(0);
+            Ok(policy.due(&graded, &receipts, now))
+        })?;
+        crate::convert::to_python(py, &due)
     }
 
     /// Each table under `policy`: its preset and why, and for each operation of the preset

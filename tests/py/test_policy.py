@@ -181,6 +181,36 @@ def test_explain_counts_the_cadence_from_real_receipts(tmp_path):
             assert not n["planned"], n
             assert "cadence 1h" in n["reason"], n
 
+    # What is due: not what just ran (its cadence), and an operation that failed three times in
+    # a row backs off (the failures appended to the same log, as a failing run would).
+    due = lake.catalog.due(policy, fresh, receipt_log=receipts)
+    due_now = {
+        cryo._cryo.table_name(t["table"]["namespace"], t["table"]["name"]): set(t["operations"]) for t in due["tables"]
+    }
+    assert not (due_now.get("lake.clickstream", set()) & clicks_ops), due
+    assert due["next_due_ms"] is not None
+    template = next(r for r in ran if r["table"]["name"] == "customers")
+    customers_ok = {r["operation"] for r in ran if r["table"]["name"] == "customers"}
+    # An operation of its preset (deletes-first) that did not just succeed there.
+    failing = next(op for op in ("rewrite_position_deletes", "rewrite_data_files") if op not in customers_ok)
+    last = max(r["at_ms"] for r in ran)
+    with receipts.open("a") as f:
+        for i in range(3):
+            failed = {**template, "id": f"failed-{i}", "at_ms": last + 1 + i, "status": "failed",
+                      "operation": failing, "reason": f"storage down ({i})"}
+            f.write(json.dumps(failed) + "\n")
+    due = lake.catalog.due(policy, fresh, receipt_log=receipts)
+    [backing] = [b for b in due["backing_off"] if b["operation"] == failing]
+    assert backing["failures"] == 3 and backing["last_error"] == "storage down (2)"
+    assert backing["retry_at_ms"] == last + 3 + 3_600_000
+    out = cli("policy", "due", str(POLICY), "--demo", str(lake.root), "--receipts", str(receipts)).stdout
+    assert f"backing off: lake.customers {failing} after 3 failures in a row" in out
+    # Planning only what is due leaves out what just ran.
+    plan = lake.catalog.plan(fresh, policy=policy, receipt_log=receipts, only_due=True).to_dict()
+    for t in plan["tables"]:
+        if t["table"]["name"] == "clickstream":
+            assert not ({s["operation"] for s in t["steps"]} & clicks_ops), t
+
 
 def test_the_cli_checks_explains_and_plans_under_a_policy(lake, tmp_path):
     out = cli("policy", "check", str(POLICY)).stdout

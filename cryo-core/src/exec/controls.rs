@@ -70,11 +70,16 @@ impl ControlSources {
         &self,
         catalog: &crate::catalog::Catalog,
     ) -> Result<BTreeMap<TableId, TableControl>> {
-        let receipts = match &self.receipt_log {
-            Some(spec) => ReceiptLog::open(catalog, spec)?.read().await?,
-            None => Vec::new(),
-        };
-        self.fold(&receipts)
+        self.fold(&self.receipts_from(catalog).await?)
+    }
+
+    /// The receipts of the log (none without one), local or on object storage, read with
+    /// `catalog`'s storage properties: what [`crate::policy::Policy::due`] counts failures in.
+    pub async fn receipts_from(&self, catalog: &crate::catalog::Catalog) -> Result<Vec<Receipt>> {
+        match &self.receipt_log {
+            Some(spec) => ReceiptLog::open(catalog, spec)?.read().await,
+            None => Ok(Vec::new()),
+        }
     }
 
     fn fold(&self, receipts: &[Receipt]) -> Result<BTreeMap<TableId, TableControl>> {

@@ -138,6 +138,58 @@ pub struct PolicyFile {
     /// The price model: fields of [`crate::grade::CostModel`] (S3 Standard list prices when absent).
     #[serde(default, skip_serializing_if = "Map::is_empty")]
     pub prices: Map<String, Value>,
+    /// How long a table and operation wait after failing several times in a row.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub backoff: Option<Backoff>,
+}
+
+/// Backing off after consecutive failures: once an operation has failed `after_failures`
+/// times in a row on a table, it waits `delay` after its last failure, doubling with every
+/// further failure up to `max_delay`. A success ends the streak.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Backoff {
+    /// Failures in a row before the first wait (3).
+    #[serde(default = "Backoff::default_after")]
+    pub after_failures: u32,
+    /// The first wait (1h).
+    #[serde(default = "Backoff::default_delay")]
+    pub delay: Duration,
+    /// The longest wait (1d).
+    #[serde(default = "Backoff::default_max")]
+    pub max_delay: Duration,
+}
+
+impl Backoff {
+    fn default_after() -> u32 {
+        3
+    }
+    fn default_delay() -> Duration {
+        Duration(3_600_000)
+    }
+    fn default_max() -> Duration {
+        Duration(86_400_000)
+    }
+
+    /// The wait after `failures` failures in a row; `None` below the threshold.
+    pub fn wait_ms(&self, failures: u32) -> Option<i64> {
+        let extra = failures.checked_sub(self.after_failures.max(1))?;
+        let doubled = self
+            .delay
+            .0
+            .saturating_mul(1_i64.checked_shl(extra.min(40)).unwrap_or(i64::MAX));
+        Some(doubled.min(self.max_delay.0.max(self.delay.0)))
+    }
+}
+
+impl Default for Backoff {
+    fn default() -> Self {
+        Backoff {
+            after_failures: Self::default_after(),
+            delay: Self::default_delay(),
+            max_delay: Self::default_max(),
+        }
+    }
 }
 
 /// A daily window in UTC: `[start_hour, end_hour)`, wrapping past midnight.

@@ -9,6 +9,7 @@
 //!                                  │
 //!                       ──plan──▶ MaintenancePlan { policy: fingerprint, tables[].policy }
 //!                       ──explain──▶ per table: the preset, why, what runs next and when
+//! receipts ──────────── ──due──▶ tables and operations due now (cadence, window, pause, backoff)
 //! ```
 //!
 //! - A **preset** names operations, a destination (`native`, `trino`, `spark`), a cadence
@@ -63,13 +64,15 @@
 //! # }).unwrap();
 //! ```
 
+mod due;
 mod file;
 mod resolve;
 mod units;
 
+pub use due::{BackingOff, Due, DueTable, Streak, streaks};
 pub use file::{
-    Budgets, DestinationKind, POLICY_FORMAT_VERSION, Pause, PolicyFile, PolicyProblem, Preset,
-    Rule, Selector, TableOverride, WindowRef, WindowSpec,
+    Backoff, Budgets, DestinationKind, POLICY_FORMAT_VERSION, Pause, PolicyFile, PolicyProblem,
+    Preset, Rule, Selector, TableOverride, WindowRef, WindowSpec,
 };
 pub use resolve::{
     Assignment, DEFAULT_PRESET, NextRun, Policy, ResolvedFleet, ResolvedPreset, ResolvedTable,

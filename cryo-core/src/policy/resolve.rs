@@ -192,7 +192,7 @@ impl Policy {
         canonical_json(&self.file)
     }
 
-    fn default_preset(&self) -> &str {
+    pub(crate) fn default_preset(&self) -> &str {
         self.file
             .default_preset
             .as_deref()
@@ -294,8 +294,21 @@ impl Policy {
         controls: &BTreeMap<TableId, TableControl>,
         now_ms: i64,
     ) -> Result<MaintenancePlan> {
+        self.plan_with(catalog, graded, controls, now_ms, |_, _| {})
+    }
+
+    /// [`Policy::plan`], with each table's options passed through `adjust` first.
+    pub(crate) fn plan_with(
+        &self,
+        catalog: &str,
+        graded: &[(TableScan, HealthReport)],
+        controls: &BTreeMap<TableId, TableControl>,
+        now_ms: i64,
+        adjust: impl Fn(&TableId, &mut PlanOptions),
+    ) -> Result<MaintenancePlan> {
         let mut merged = controls.clone();
         let mut resolved = BTreeMap::new();
+        let mut options = BTreeMap::new();
         for (scan, report) in graded {
             let r = self.resolve(scan, report, now_ms);
             if let Some(reason) = &r.paused {
@@ -308,13 +321,16 @@ impl Policy {
                         ..TableControl::default()
                     });
             }
+            let mut o = self.plan_options(&r).clone();
+            adjust(&scan.table, &mut o);
+            options.insert(scan.table.clone(), o);
             resolved.insert(scan.table.clone(), r);
         }
         let fleet_budget = self.file.budgets.fleet.map(|b| b.0);
         let mut plan = plan_fleet_each(
             catalog,
             graded,
-            |scan| self.plan_options(&resolved[&scan.table]),
+            |scan| &options[&scan.table],
             fleet_budget,
             &merged,
             now_ms,
@@ -489,6 +505,18 @@ impl Policy {
         check.rules(&file, &origins, &presets);
         check.pauses(&file, &origins);
         let cost = check.cost(&file, &origins);
+        if let (Some(b), Some(at)) = (file.backoff, origins.backoff) {
+            if b.after_failures == 0 {
+                check.problem(at, &[key("backoff"), key("after_failures")], "at least 1");
+            }
+            if b.delay.0 <= 0 || b.max_delay.0 < b.delay.0 {
+                check.problem(
+                    at,
+                    &[key("backoff"), key("max_delay")],
+                    "the delay must be longer than zero and max_delay at least the delay",
+                );
+            }
+        }
         if !check.problems.is_empty() {
             return Err(Error::Policy {
                 problems: check.problems,
@@ -594,6 +622,7 @@ struct Origins {
     default_preset: Option<usize>,
     budgets: Option<usize>,
     prices: Option<usize>,
+    backoff: Option<usize>,
 }
 
 struct Checker<'a> {
@@ -606,6 +635,25 @@ fn key(k: &str) -> Seg {
 }
 
 impl Checker<'_> {
+    /// Whether file `f` sets the single setting `name` (`given`) as the first file to: a second
+    /// file that sets it is a problem.
+    fn single(&mut self, f: usize, name: &str, given: bool, origin: &mut Option<usize>) -> bool {
+        if !given {
+            return false;
+        }
+        if let Some(first) = *origin {
+            let first = self.sources[first].name.clone();
+            self.problem(
+                f,
+                &[key(name)],
+                format!("also set in {first}: set it in one file"),
+            );
+            return false;
+        }
+        *origin = Some(f);
+        true
+    }
+
     fn problem(&mut self, file: usize, path: &[Seg], message: impl Into<String>) {
         let source = &self.sources[file];
         let (line, column) = source.locate(path);
@@ -1089,45 +1137,26 @@ fn merge(check: &mut Checker<'_>) -> (PolicyFile, Origins) {
             );
         }
         out.version = out.version.or(file.version);
-        let single =
-            |name: &str, given: bool, origin: &mut Option<usize>, check: &mut Checker<'_>| {
-                if !given {
-                    return false;
-                }
-                if let Some(first) = *origin {
-                    let first = sources[first].name.clone();
-                    check.problem(
-                        f,
-                        &[key(name)],
-                        format!("also set in {first}: set it in one file"),
-                    );
-                    return false;
-                }
-                *origin = Some(f);
-                true
-            };
-        if single(
+        if check.single(
+            f,
             "default_preset",
             file.default_preset.is_some(),
             &mut origins.default_preset,
-            check,
         ) {
             out.default_preset.clone_from(&file.default_preset);
         }
-        if single(
+        if check.single(
+            f,
             "budgets",
             file.budgets != super::file::Budgets::default(),
             &mut origins.budgets,
-            check,
         ) {
             out.budgets = file.budgets;
         }
-        if single(
-            "prices",
-            !file.prices.is_empty(),
-            &mut origins.prices,
-            check,
-        ) {
+        if check.single(f, "backoff", file.backoff.is_some(), &mut origins.backoff) {
+            out.backoff = file.backoff;
+        }
+        if check.single(f, "prices", !file.prices.is_empty(), &mut origins.prices) {
             out.prices.clone_from(&file.prices);
         }
         join(

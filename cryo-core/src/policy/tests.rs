@@ -455,3 +455,168 @@ async fn an_override_without_a_preset_keeps_the_rules_choice_and_sets_options() 
     assert_eq!(options.min_input_files, 50);
     assert_eq!(options.cooldowns_ms[&Operation::RewriteDataFiles], HOUR);
 }
+
+fn receipt(
+    at: i64,
+    table: &str,
+    op: Operation,
+    status: crate::receipt::ReceiptStatus,
+) -> crate::receipt::Receipt {
+    let mut r =
+        crate::receipt::Receipt::new(at, "demo", id(table), Some(op), "native", status, "me");
+    if status == crate::receipt::ReceiptStatus::Failed {
+        r.reason = Some(format!("failure at {at}"));
+    }
+    r
+}
+
+#[tokio::test]
+async fn due_follows_cadence_windows_pauses_and_backs_off_after_failures() {
+    use crate::receipt::ReceiptStatus::{Failed, Succeeded};
+    let (_dir, graded, now) = demo().await;
+    let policy = Policy::from_yaml(
+        r#"
+presets:
+  hourly: {operations: [rewrite_data_files, expire_snapshots], every: 1h}
+  nightly: {window: {start_hour: 22, end_hour: 4}}
+rules:
+  - {name: orders, preset: hourly, match: {table: lake.orders}}
+  - {name: rest, preset: nightly}
+pauses:
+  - {tables: lake.healthy, reason: "owned elsewhere"}
+backoff: {after_failures: 3, delay: 1h, max_delay: 3h}
+"#,
+        "p.yaml",
+    )
+    .unwrap();
+    let orders = id("lake.orders");
+    let due_ops = |receipts: &[crate::receipt::Receipt]| {
+        let due = policy.due(&graded, receipts, now);
+        let ops = due
+            .tables
+            .iter()
+            .find(|t| t.table == orders)
+            .map(|t| t.operations.clone())
+            .unwrap_or_default();
+        (due, ops)
+    };
+    // Nothing ran yet: both operations; the nightly tables wait for 22:00 (now is 08:00); the
+    // paused one is listed with its reason.
+    let (due, ops) = due_ops(&[]);
+    assert_eq!(
+        ops,
+        [Operation::RewriteDataFiles, Operation::ExpireSnapshots]
+    );
+    assert_eq!(due.tables.len(), 1, "{due:#?}");
+    assert_eq!(due.next_due_ms, Some(now + 14 * HOUR));
+    assert_eq!(due.paused.len(), 1);
+    assert!(due.paused[0].1.contains("owned elsewhere"));
+
+    // A compaction ten minutes ago: only expiry is due; ask again when the hour is up.
+    let ran = receipt(
+        now - 10 * 60_000,
+        "lake.orders",
+        Operation::RewriteDataFiles,
+        Succeeded,
+    );
+    let (due, ops) = due_ops(std::slice::from_ref(&ran));
+    assert_eq!(ops, [Operation::ExpireSnapshots]);
+    assert_eq!(due.next_due_ms, Some(now + 50 * 60_000));
+
+    // Expiry failed three times in a row (the log unsorted): it backs off an hour from the
+    // last failure; a fourth failure doubles the wait; a success ends the streak.
+    let fail = |minutes_ago: i64| {
+        receipt(
+            now - minutes_ago * 60_000,
+            "lake.orders",
+            Operation::ExpireSnapshots,
+            Failed,
+        )
+    };
+    let mut log = vec![fail(20), fail(40), fail(30)];
+    let (due, ops) = due_ops(&log);
+    assert_eq!(ops, [Operation::RewriteDataFiles]);
+    let b = &due.backing_off[0];
+    assert_eq!((b.operation, b.failures), (Operation::ExpireSnapshots, 3));
+    assert_eq!(b.retry_at_ms, now - 20 * 60_000 + HOUR);
+    assert_eq!(
+        b.last_error.as_deref(),
+        Some(format!("failure at {}", now - 20 * 60_000).as_str())
+    );
+    log.push(fail(5));
+    let (due, _) = due_ops(&log);
+    assert_eq!(due.backing_off[0].retry_at_ms, now - 5 * 60_000 + 2 * HOUR);
+    let (due, _) = due_ops(&[
+        fail(300),
+        fail(200),
+        fail(190),
+        fail(180),
+        fail(170),
+        fail(160),
+    ]);
+    assert_eq!(
+        due.backing_off[0].retry_at_ms,
+        now - 160 * 60_000 + 3 * HOUR,
+        "capped at max_delay"
+    );
+    // Two failures stay under the threshold; a success after three ends the streak.
+    assert_eq!(due_ops(&[fail(20), fail(10)]).1.len(), 2);
+    let ok = receipt(
+        now - 2 * HOUR,
+        "lake.orders",
+        Operation::ExpireSnapshots,
+        Succeeded,
+    );
+    let (due, ops) = due_ops(&[fail(200), fail(190), fail(180), ok]);
+    assert!(due.backing_off.is_empty() && ops.contains(&Operation::ExpireSnapshots));
+    let s = &streaks(&log)[&(orders.clone(), Operation::ExpireSnapshots)];
+    assert_eq!(s.failures, 4);
+}
+
+#[tokio::test]
+async fn planning_what_is_due_plans_only_that() {
+    use crate::receipt::ReceiptStatus::Succeeded;
+    let (_dir, graded, now) = demo().await;
+    let policy = Policy::from_yaml(
+        "presets:\n  hourly: {operations: [rewrite_data_files, expire_snapshots], every: 1h}\n  \
+         nightly: {window: {start_hour: 22, end_hour: 4}}\n\
+         rules: [{name: orders, preset: hourly, match: {table: lake.orders}}, {name: rest, preset: nightly}]\n",
+        "p.yaml",
+    )
+    .unwrap();
+    let orders = id("lake.orders");
+    let ran = receipt(
+        now - 10 * 60_000,
+        "lake.orders",
+        Operation::RewriteDataFiles,
+        Succeeded,
+    );
+    let due = policy.due(&graded, std::slice::from_ref(&ran), now);
+    let plan = policy
+        .plan_due("demo", &graded, &due, &BTreeMap::new(), now)
+        .unwrap();
+    assert_eq!(plan.policy.as_deref(), Some(policy.fingerprint()));
+    assert!(plan.tables.iter().all(|t| t.table == orders));
+    assert!(plan.skipped_tables.is_empty(), "{:?}", plan.skipped_tables);
+    let planned: Vec<Operation> = plan
+        .tables
+        .iter()
+        .flat_map(|t| t.steps.iter().map(|s| s.operation))
+        .collect();
+    assert!(
+        planned.iter().all(|op| *op == Operation::ExpireSnapshots),
+        "{planned:?}"
+    );
+}
+
+#[test]
+fn backoff_settings_are_checked() {
+    let got = problems("backoff: {after_failures: 0, delay: 2h, max_delay: 1h}\n");
+    let fields: Vec<&str> = got.iter().map(|p| p.field.as_str()).collect();
+    assert_eq!(
+        fields,
+        ["backoff.after_failures", "backoff.max_delay"],
+        "{got:#?}"
+    );
+    assert!(got.iter().all(|p| p.line == 1));
+}

@@ -166,6 +166,7 @@ class Catalog:
         controls: Optional[Mapping[str, Mapping[str, Any]]] = None,
         receipt_log: Optional[Union[str, os.PathLike[str]]] = None,
         policy: Optional[Policy] = None,
+        only_due: bool = False,
         **options: Any,
     ) -> Plan:
         """Grade the scans and plan their maintenance, worst tables first.
@@ -180,6 +181,8 @@ class Catalog:
         ``policy``: a :class:`Policy`; each table is planned with its preset (cadence, window,
         options), paused tables are skipped with the pause's reason, and the plan records the
         policy's fingerprint. The policy then gives the prices and options: pass neither.
+        ``only_due``: under a policy, plan only what :meth:`due` says is due (with the
+        failures counted in ``receipt_log``).
         """
         items = self._scan_items(scans)
         sources = _options(tables=dict(controls) if controls is not None else None, receipt_log=_path(receipt_log))
@@ -189,8 +192,28 @@ class Catalog:
                     "under a policy the policy gives the prices and the planning options: "
                     "leave out grade_options and the plan options"
                 )
-            return self._native.plan(items, None, None, sources, policy)
+            return self._native.plan(items, None, None, sources, policy, only_due)
+        if only_due:
+            raise _invalid("only_due plans what a policy says is due: give the policy")
         return self._native.plan(items, _options(**(grade_options or {})), _options(**options), sources)
+
+    def due(
+        self,
+        policy: Policy,
+        scans: Union[FleetScan, TableScan, Iterable[TableScan], None] = None,
+        *,
+        receipt_log: Optional[Union[str, os.PathLike[str]]] = None,
+    ) -> dict[str, Any]:
+        """What is due under ``policy`` now: ``tables`` (each with its preset, destination and
+        due ``operations``), ``backing_off`` (operations that failed ``backoff.after_failures``
+        times in a row, with ``retry_at_ms`` and the last error), ``paused``, and ``next_due_ms``
+        (when to ask again). Cadences and failures are counted from ``receipt_log``. A DAG or a
+        sensor that calls this every few minutes and runs ``plan(..., policy=, only_due=True)``
+        when something is due is the whole scheduler."""
+        items = self._scan_items(scans)
+        sources = _options(receipt_log=_path(receipt_log))
+        result: dict[str, Any] = self._native.due(items, policy, sources)
+        return result
 
     def explain(
         self,

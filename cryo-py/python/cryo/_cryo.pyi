@@ -358,7 +358,9 @@ class Catalog:
         options: Optional[dict[str, Any]] = None,
         controls: Optional[dict[str, Any]] = None,
         policy: Optional[Policy] = None,
+        only_due: bool = False,
     ) -> Plan: ...
+    def due(self, scans: list[TableScan], policy: Policy, controls: Optional[dict[str, Any]] = None) -> dict[str, Any]: ...
     def explain(
         self, scans: list[TableScan], policy: Policy, controls: Optional[dict[str, Any]] = None
     ) -> list[dict[str, Any]]: ...

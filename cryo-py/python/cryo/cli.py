@@ -10,6 +10,7 @@
     cryo run   --catalog catalog.json --plan plan.json --reviewed FINGERPRINT --execute
     cryo policy check policy.yaml                          # validate a policy file (or directory)
     cryo policy explain policy.yaml --catalog catalog.json # per table: preset, why, what runs next
+    cryo policy due policy.yaml --catalog catalog.json --receipts r.jsonl   # what is due now
     cryo plan  --catalog catalog.json --policy policy.yaml # the fleet plan under the policy
 
 The catalog file is JSON, ``{"name": "prod", "properties": {"type": "rest", "uri": ...}}``:
@@ -120,7 +121,14 @@ def _plan(args: argparse.Namespace, catalog: Catalog) -> Plan:
     if policy_path:
         if options:
             raise UsageError("--operation and --policy: the policy's presets say which operations run")
-        return catalog.plan(scans, policy=Policy.load(policy_path), receipt_log=getattr(args, "receipts", None))
+        return catalog.plan(
+            scans,
+            policy=Policy.load(policy_path),
+            receipt_log=getattr(args, "receipts", None),
+            only_due=bool(getattr(args, "due", False)),
+        )
+    if getattr(args, "due", False):
+        raise UsageError("--due plans what a policy says is due: give --policy FILE")
     return catalog.plan(scans, **options)
 
 
@@ -354,6 +362,30 @@ def cmd_policy_explain(args: argparse.Namespace) -> int:
     return OK
 
 
+def cmd_policy_due(args: argparse.Namespace) -> int:
+    policy = Policy.load(args.policy)
+    catalog = _catalog(args)
+    scans, _ = _scans(args, catalog)
+    due = catalog.due(policy, scans, receipt_log=args.receipts)
+    if args.json:
+        _emit_json(due)
+        return OK
+    name = lambda t: _cryo.table_name(t["namespace"], t["name"])  # noqa: E731
+    _emit(f"policy {policy.fingerprint[:12]} at {_when(due['now_ms'])}: {len(due['tables'])} tables due")
+    for t in due["tables"]:
+        _emit(f"  {name(t['table'])}: {', '.join(t['operations'])} (preset {t['preset']} on {t['destination']})")
+    for b in due["backing_off"]:
+        _emit(
+            f"  backing off: {name(b['table'])} {b['operation']} after {b['failures']} failures in a row, "
+            f"until {_when(b['retry_at_ms'])}; last error: {b.get('last_error') or '-'}"
+        )
+    for table, reason in due["paused"]:
+        _emit(f"  paused: {name(table)}: {reason}")
+    if due.get("next_due_ms") is not None:
+        _emit(f"next due: {_when(due['next_due_ms'])}")
+    return OK
+
+
 # ---- parser --------------------------------------------------------------------------------
 
 
@@ -418,6 +450,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--receipts", metavar="WHERE", help="receipts of earlier runs (for the policy's cadences and cooldowns)"
     )
+    p.add_argument("--due", action="store_true", help="with --policy: plan only what is due (cadence, window, backoff)")
     p.set_defaults(func=cmd_plan)
 
     p = sub.add_parser("policy", help="check a policy file, or explain what it does to each table")
@@ -431,6 +464,12 @@ def _parser() -> argparse.ArgumentParser:
     q.add_argument("policy", metavar="FILE", help="a policy YAML file or a directory of them")
     q.add_argument("--receipts", metavar="WHERE", help="receipts of earlier runs (when each operation last ran)")
     q.set_defaults(func=cmd_policy_explain)
+    q = policy_sub.add_parser(
+        "due", parents=[common, source, select], help="the tables and operations due now, and those backing off"
+    )
+    q.add_argument("policy", metavar="FILE", help="a policy YAML file or a directory of them")
+    q.add_argument("--receipts", metavar="WHERE", help="receipts of earlier runs (last runs and failures)")
+    q.set_defaults(func=cmd_policy_due)
 
     p = sub.add_parser("render", parents=[common, source, select, planning, stored], help="the plan as SQL")
     p.add_argument("--dialect", required=True, choices=["trino", "spark"])
