@@ -10,6 +10,8 @@ export declare class CryoError extends Error {
 export declare class ConfigError extends CryoError {}
 /** Input (options, a plan, a policy) failed validation (`validation`). */
 export declare class ValidationError extends CryoError {}
+/** A policy file is invalid (`policy`); the message lists every problem with its file, line and field. */
+export declare class PolicyError extends ConfigError {}
 /** The catalog refused or failed a request (`catalog`). */
 export declare class CatalogError extends CryoError {}
 /** A namespace or table does not exist (`not_found`). */

@@ -25,6 +25,8 @@ class CryoError extends Error {
 class ConfigError extends CryoError {}
 /** Input (options, a plan, a policy) failed validation. */
 class ValidationError extends CryoError {}
+/** A policy file is invalid; the message lists every problem with its file, line and field. */
+class PolicyError extends ConfigError {}
 /** The catalog refused or failed a request. */
 class CatalogError extends CryoError {}
 /** A namespace or table does not exist. */
@@ -50,6 +52,7 @@ class InternalError extends CryoError {}
 const CLASSES = {
   config: ConfigError,
   validation: ValidationError,
+  policy: PolicyError,
   catalog: CatalogError,
   not_found: NotFoundError,
   storage: StorageError,
@@ -91,6 +94,7 @@ module.exports = {
   CryoError,
   ConfigError,
   ValidationError,
+  PolicyError,
   CatalogError,
   NotFoundError,
   StorageError,

@@ -185,9 +185,23 @@ export declare class Catalog {
   /**
    * Grade the scans and plan their maintenance, worst tables first (pure: reads nothing).
    * `scans`: a fleet scan or table scans. Options: cryo-core's `PlanOptions` (`operations`,
-   * budgets, `expire`, `orphans`, …); `gradeOptions`: `GradeOptions`.
+   * budgets, `expire`, `orphans`, …); `gradeOptions`: `GradeOptions`. Under a `policy`, each
+   * table is planned with its preset and the plan records the policy (the policy gives the
+   * prices and options: `options` and `gradeOptions` must then be left out).
    */
-  plan(scans: FleetScan | Array<TableScan>, options?: PlanOptions, gradeOptions?: GradeOptions, controls?: ControlSources): Plan
+  plan(scans: FleetScan | Array<TableScan>, options?: PlanOptions, gradeOptions?: GradeOptions, controls?: ControlSources, policy?: Policy | undefined | null): Plan
+  /**
+   * Each table under `policy`: its preset and why, and per operation of the preset whether a
+   * run now plans it, or when it may run next and what holds it back (cryo-core's
+   * `TableExplanation`s, `snake_case`).
+   */
+  explain(scans: FleetScan | Array<TableScan>, policy: Policy, controls?: ControlSources): Array<Record<string, unknown>>
+  /**
+   * What is due under `policy`: the tables and operations whose cadence has come, inside
+   * their windows, not paused, and those backing off after failures in a row, counted from
+   * the receipt log of `controls` (cryo-core's `Due`, `snake_case`).
+   */
+  due(scans: FleetScan | Array<TableScan>, policy: Policy, controls?: ControlSources): Record<string, unknown>
   /**
    * Rewrite small (or delete-laden) data files, calling `progress` (if given) as groups are
    * rewritten. Options: cryo-core's `CompactOptions` and `RunOptions` (`targetFileSizeBytes`,
@@ -377,6 +391,32 @@ export declare class Plan {
   /** The whole plan (cryo-core's serde form). */
   toObject(): Record<string, any>
   /** `Plan(catalog "demo": 14 steps on 5 tables, 1 skipped; fingerprint …)`. */
+  toString(): string
+}
+
+/**
+ * A maintenance policy: presets, assignment rules, per-table overrides, pauses, windows,
+ * budgets and prices, read from YAML and checked (every problem at once, each with its file,
+ * line and field: the error's `problems`).
+ */
+export declare class Policy {
+  /** Read a policy file, or every `*.yaml`/`*.yml` file of a directory in name order. */
+  static load(path: string): Policy
+  /** A policy from YAML text; `name` stands for the file in problems. */
+  static fromYaml(text: string, name?: string | undefined | null): Policy
+  /** SHA-256 of the policy's canonical form: the same in Rust, Python and Node. */
+  get fingerprint(): string
+  /** The files it was read from. */
+  get sources(): Array<string>
+  /** The policy's canonical JSON (what the fingerprint is over). */
+  toJson(): string
+  /** The policy as one file, in canonical form (cryo-core's `snake_case` names). */
+  toObject(): Record<string, unknown>
+  /** Every preset (the built-in `default` among them) as its tables get it. */
+  presets(): Record<string, unknown>
+  /** Each scanned table's preset and why, at the time of the newest scan. */
+  resolve(scans: FleetScan | Array<TableScan>): Record<string, unknown>
+  /** `Policy(… presets, … rules, fingerprint …)`. */
   toString(): string
 }
 

@@ -69,6 +69,7 @@ for (const cls of [
   native.FleetScan,
   native.HealthReport,
   native.Plan,
+  native.Policy,
   native.RunOutcome,
   native.FleetOutcome,
   native.CommitFence,
@@ -100,6 +101,7 @@ module.exports.TableScan = native.TableScan
 module.exports.FleetScan = native.FleetScan
 module.exports.HealthReport = native.HealthReport
 module.exports.Plan = native.Plan
+module.exports.Policy = native.Policy
 module.exports.RunOutcome = native.RunOutcome
 module.exports.FleetOutcome = native.FleetOutcome
 module.exports.CommitFence = guardConstructor(native.CommitFence)
@@ -115,6 +117,7 @@ module.exports.__napiBindingTarget = native.__napiBindingTarget
 module.exports.CryoError = errors.CryoError
 module.exports.ConfigError = errors.ConfigError
 module.exports.ValidationError = errors.ValidationError
+module.exports.PolicyError = errors.PolicyError
 module.exports.CatalogError = errors.CatalogError
 module.exports.NotFoundError = errors.NotFoundError
 module.exports.StorageError = errors.StorageError

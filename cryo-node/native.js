@@ -841,6 +841,7 @@ module.exports.FleetOutcome = nativeBinding.FleetOutcome
 module.exports.FleetScan = nativeBinding.FleetScan
 module.exports.HealthReport = nativeBinding.HealthReport
 module.exports.Plan = nativeBinding.Plan
+module.exports.Policy = nativeBinding.Policy
 module.exports.RunOutcome = nativeBinding.RunOutcome
 module.exports.TableScan = nativeBinding.TableScan
 module.exports.WriterFence = nativeBinding.WriterFence

@@ -5,8 +5,9 @@
 //! cargo run --release --example quickstart [-- <dir>]     # default dir: ./demo-lake
 //! ```
 //!
-//! Scanning, grading, planning and rendering read metadata only. The plan is written to
-//! `<dir>/plan.json`. The last step runs the whole plan on Cryo's native engine: first as a dry
+//! Scanning, grading, planning and rendering read metadata only. The plan is made under the
+//! demo lake's policy file (`examples/policy.yaml`: which preset each table gets, and why) and
+//! written to `<dir>/plan.json`. The last step runs the whole plan on Cryo's native engine: first as a dry
 //! run (what would change), then for real under per-table locks, with a receipt for every
 //! decision in `<dir>/receipts.jsonl`, and grades the fleet again. The next run rebuilds the
 //! decayed lake.
@@ -30,7 +31,7 @@ use cryo_core::govern::LocalLocks;
 use cryo_core::grade::{Grade, HealthReport, Remedy};
 use cryo_core::grade::{GradeOptions, grade};
 use cryo_core::plan::MaintenancePlan;
-use cryo_core::plan::{PlanOptions, plan_fleet};
+use cryo_core::policy::Policy;
 use cryo_core::receipt::{JsonLinesLog, ReceiptStatus};
 use cryo_core::render::{
     SparkDialect, SparkOptions, TrinoDialect, TrinoOptions, Version, render_plan,
@@ -66,11 +67,13 @@ async fn run(dir: PathBuf) -> Result<()> {
 
     let fleet = scan_fleet(&lake.catalog, &FleetScanOptions::default(), &SystemClock).await?;
     let now = fleet.scanned_at_ms;
-    let mut graded = Vec::new();
-    for scan in &fleet.tables {
-        let report = grade(scan, &GradeOptions::default(), now)?;
-        graded.push((scan.clone(), report));
-    }
+    // The demo lake's maintenance policy, kept beside this example (compiled in, so the
+    // example runs from any directory).
+    let policy = Policy::from_yaml(
+        include_str!("policy.yaml"),
+        concat!(env!("CARGO_MANIFEST_DIR"), "/../examples/policy.yaml"),
+    )?;
+    let graded = policy.grade(&fleet.tables)?;
     let reports: Vec<_> = graded.iter().map(|(_, r)| r.clone()).collect();
     println!(
         "scanned {} tables from metadata alone in {} ms\n",
@@ -84,13 +87,19 @@ async fn run(dir: PathBuf) -> Result<()> {
         println!("{}", report::health_report(r));
     }
 
-    let plan = plan_fleet(
-        lake.catalog.name(),
-        &graded,
-        &PlanOptions::default(),
-        &BTreeMap::new(),
-        now,
-    )?;
+    let resolved = policy.resolve_fleet(&graded, now);
+    println!(
+        "policy examples/policy.yaml ({}): {}; {} got the default preset",
+        &policy.fingerprint()[..12],
+        resolved
+            .presets
+            .iter()
+            .map(|(p, n)| format!("{n} {p}"))
+            .collect::<Vec<_>>()
+            .join(", "),
+        resolved.defaulted
+    );
+    let plan = policy.plan(lake.catalog.name(), &graded, &BTreeMap::new(), now)?;
     print!("{}", report::plan_text(&plan));
     let plan_path = dir.join("plan.json");
     std::fs::write(&plan_path, plan.to_json()?).map_err(|e| cryo_core::Error::Storage {

@@ -27,8 +27,7 @@ use cryo_core::receipt::ReceiptLog;
 use cryo_core::render::{TrinoDialect, TrinoOptions};
 use cryo_core::scan::arrow::files_schema;
 use cryo_core::scan::{
-    FleetScanOptions, ScanOptions, TableScan as CoreScan, file_batches, scan_fleet_with_progress,
-    scan_table,
+    FleetScanOptions, ScanOptions, file_batches, scan_fleet_with_progress, scan_table,
 };
 use cryo_core::{Catalog as CoreCatalog, CatalogConfig, TableId};
 use napi::Either;
@@ -38,13 +37,14 @@ use napi_derive::napi;
 use serde_json::{Map, Value};
 
 use crate::arrow::ipc_batches;
-use crate::convert::{options, options_pair, serde_name, take_string};
+use crate::convert::{options, options_pair, serde_name, take_string, to_value};
 use crate::errors::{self, to_napi};
 use crate::models::{
     CompactionOutcome, ComputeStatisticsOutcome, ConvertEqualityDeletesOutcome, ExpireOutcome,
     FleetOutcome, FleetScan, MissingFilesOutcome, Plan, RemoveOrphanFilesOutcome,
     RewriteManifestsOutcome, RewritePositionDeletesOutcome, RunOutcome, TableScan,
 };
+use crate::policy::{Policy, core_scans};
 use crate::runtime::run;
 
 /// One step forward of a long operation (`scanFleet`, `compact`, `run`, `runFleet`).
@@ -245,7 +245,9 @@ impl Catalog {
 
     /// Grade the scans and plan their maintenance, worst tables first (pure: reads nothing).
     /// `scans`: a fleet scan or table scans. Options: cryo-core's `PlanOptions` (`operations`,
-    /// budgets, `expire`, `orphans`, …); `gradeOptions`: `GradeOptions`.
+    /// budgets, `expire`, `orphans`, …); `gradeOptions`: `GradeOptions`. Under a `policy`, each
+    /// table is planned with its preset and the plan records the policy (the policy gives the
+    /// prices and options: `options` and `gradeOptions` must then be left out).
     #[napi(catch_unwind)]
     pub fn plan(
         &self,
@@ -253,24 +255,77 @@ impl Catalog {
         #[napi(ts_arg_type = "PlanOptions")] options: Option<Value>,
         #[napi(ts_arg_type = "GradeOptions")] grade_options: Option<Value>,
         #[napi(ts_arg_type = "ControlSources")] controls: Option<Value>,
+        policy: Option<&Policy>,
     ) -> napi::Result<Plan> {
+        if policy.is_some() && (options.is_some() || grade_options.is_some()) {
+            return Err(errors::validation(
+                "under a policy the policy gives the prices and the planning options: leave out options and gradeOptions",
+            ));
+        }
         let grading: GradeOptions = self::options("grade options", grade_options)?;
         let planning: PlanOptions = self::options("plan options", options)?;
         let controls = errors::check(control_sources(controls)?.load())?;
-        let scans: Vec<CoreScan> = match scans {
-            Either::A(fleet) => fleet.inner.tables.clone(),
-            Either::B(tables) => tables.iter().map(|t| t.inner.as_ref().clone()).collect(),
+        let scans = core_scans(scans);
+        let plan = match policy {
+            Some(p) => errors::check(p.inner.plan_scans(self.inner.name(), &scans, &controls))?,
+            None => errors::check(plan_scans(
+                self.inner.name(),
+                &scans,
+                &grading,
+                &planning,
+                &controls,
+            ))?,
         };
-        let plan = errors::check(plan_scans(
-            self.inner.name(),
-            &scans,
-            &grading,
-            &planning,
-            &controls,
-        ))?;
         Ok(Plan {
             inner: Arc::new(plan),
         })
+    }
+
+    /// Each table under `policy`: its preset and why, and per operation of the preset whether a
+    /// run now plans it, or when it may run next and what holds it back (cryo-core's
+    /// `TableExplanation`s, `snake_case`).
+    #[napi(catch_unwind, ts_return_type = "Array<Record<string, unknown>>")]
+    pub fn explain(
+        &self,
+        scans: Either<&FleetScan, Vec<&TableScan>>,
+        policy: &Policy,
+        #[napi(ts_arg_type = "ControlSources")] controls: Option<Value>,
+    ) -> napi::Result<Value> {
+        let controls = errors::check(control_sources(controls)?.load())?;
+        let scans = core_scans(scans);
+        let graded = errors::check(policy.inner.grade(&scans))?;
+        let now = scans.iter().map(|s| s.scanned_at_ms).max().unwrap_or(0);
+        let explained = errors::check(policy.inner.explain(
+            self.inner.name(),
+            &graded,
+            &controls,
+            now,
+        ))?;
+        to_value(&explained)
+    }
+
+    /// What is due under `policy`: the tables and operations whose cadence has come, inside
+    /// their windows, not paused, and those backing off after failures in a row, counted from
+    /// the receipt log of `controls` (cryo-core's `Due`, `snake_case`).
+    #[napi(ts_return_type = "Record<string, unknown>")]
+    pub async fn due(
+        &self,
+        scans: Either<&FleetScan, Vec<&TableScan>>,
+        policy: &Policy,
+        #[napi(ts_arg_type = "ControlSources")] controls: Option<Value>,
+    ) -> napi::Result<Value> {
+        let sources = control_sources(controls)?;
+        let scans = core_scans(scans);
+        let policy = Arc::clone(&policy.inner);
+        let cat = Arc::clone(&self.inner);
+        let due = run(Some(self.config()), move || async move {
+            let receipts = sources.receipts_from(&cat).await?;
+            let graded = policy.grade(&scans)?;
+            let now = scans.iter().map(|s| s.scanned_at_ms).max().unwrap_or(0);
+            Ok(policy.due(&graded, &receipts, now))
+        })
+        .await?;
+        to_value(&due)
     }
 
     /// Rewrite small (or delete-laden) data files, calling `progress` (if given) as groups are

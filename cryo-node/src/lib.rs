@@ -16,6 +16,7 @@ mod convert;
 mod errors;
 mod fence;
 mod models;
+mod policy;
 mod runtime;
 
 use std::path::PathBuf;

@@ -1,5 +1,6 @@
 // Parity: Python (`cryo`, cryo-py) and Node (this package) return the same grades, plans,
-// fingerprints and rendered SQL (Trino and Spark) for the same tables: Cryo's demo lake and, when
+// fingerprints, rendered SQL (Trino and Spark) and, under examples/policy.yaml, policy
+// fingerprints, resolutions and plans for the same tables: Cryo's demo lake and, when
 // present, the fixture tables PyIceberg and Spark wrote (target/cryo-fixtures, CRYO_FIXTURES).
 //
 // Grading and planning read the clock (snapshot ages, a plan's `created_at_ms`, expiry cut-offs),
@@ -22,6 +23,7 @@ import { peersPython, requirePeers, tempDir } from './helpers.mjs'
 const HERE = dirname(fileURLToPath(import.meta.url))
 const REPO = resolve(HERE, '..', '..')
 const FIXTURES = process.env.CRYO_FIXTURES || join(REPO, 'target', 'cryo-fixtures')
+const POLICY = join(REPO, 'examples', 'policy.yaml')
 const RENDER = {
   trino: { catalog: 'iceberg', version: 478 },
   spark: { catalog: 'demo', spark_version: '3.5.9', iceberg_version: '1.10.2' },
@@ -73,7 +75,8 @@ before(async () => {
   }
   cases = cases.map((c, i) => {
     const spec = join(dir, `spec-${i}.json`)
-    writeFileSync(spec, JSON.stringify({ name: c.name, properties: c.properties, ...RENDER }))
+    // The demo lake's policy file on every case: the same policy, resolved and planned under.
+    writeFileSync(spec, JSON.stringify({ name: c.name, properties: c.properties, policy: POLICY, ...RENDER }))
     return { ...c, spec, dir }
   })
 })
@@ -89,6 +92,9 @@ function assertSame(node, py, label) {
   assert.equal(node.fingerprint, py.fingerprint, `${label}: fingerprint`)
   assert.equal(node.trino, py.trino, `${label}: Trino SQL`)
   assert.equal(node.spark, py.spark, `${label}: Spark SQL`)
+  assert.ok(node.policy && node.policy.fingerprint.length === 64, `${label}: planned under the policy`)
+  assert.equal(JSON.parse(node.policy.plan).policy, node.policy.fingerprint, `${label}: the plan records the policy`)
+  assert.deepEqual(node.policy, py.policy, `${label}: the policy's fingerprint, resolution and plan`)
 }
 
 test('same grades, plans, fingerprints and SQL from Python and Node (frozen clock)', async (t) => {

@@ -177,6 +177,16 @@ def test_airflow_connection_config_keeps_secrets_out(tmp_path, monkeypatch):
     assert cryo.Plan.from_json(pushed["plan"]).fingerprint == pushed["fingerprint"] == summary["fingerprint"]
     assert secret not in json.dumps(pushed)
 
+    # Under the demo lake's policy file: the plan records it, the summary says the presets.
+    policy_path = str(Path(__file__).resolve().parents[2] / "examples" / "policy.yaml")
+    op = CryoGradeFleetOperator(task_id="grade", catalog_name="demo", conn_id="cryo_lake", policy_path=policy_path)
+    assert "policy_path" in op.template_fields
+    summary = op.execute({"ti": TI()})
+    policy = cryo.Policy.load(policy_path)
+    assert summary["policy_fingerprint"] == policy.fingerprint
+    assert json.loads(pushed["plan"])["policy"] == policy.fingerprint
+    assert summary["presets"]["streaming-hot"] == 1
+
 
 # ---- Dagster --------------------------------------------------------------------------------
 
@@ -210,6 +220,20 @@ def test_dagster_assets_materialize_with_metadata(tmp_path):
     assert sum(run_md["counts"].value.values()) == receipts.num_rows
     assert run_md["failed_tables"].value == []
     assert not cryo.demo_lake(tmp_path / "lake").pristine
+
+    # Under a policy, with only what is due: what the run above did is not planned again.
+    policy_path = str(Path(__file__).resolve().parents[2] / "examples" / "policy.yaml")
+    assets = cryo_maintenance_assets(
+        name="policy", policy_path=policy_path, only_due=True, receipt_log=str(tmp_path / "receipts.jsonl")
+    )
+    result = dg.materialize(
+        assets[:1], resources={"cryo": CryoResource(catalog_name="demo", properties=props)}, instance=dg.DagsterInstance.ephemeral()
+    )
+    assert result.success
+    md = result.get_asset_materialization_events()[0].materialization.metadata
+    assert md["policy_fingerprint"].value == cryo.Policy.load(policy_path).fingerprint
+    plan = json.loads(result.output_for_node("policy_grade"))
+    assert plan["policy"] == md["policy_fingerprint"].value
 
 
 def test_dagster_example_definitions_load(tmp_path, monkeypatch):

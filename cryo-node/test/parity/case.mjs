@@ -22,6 +22,12 @@ const out = {
   trino: plan.render('trino', spec.trino),
   spark: plan.render('spark', spec.spark),
 }
+if (spec.policy) {
+  // The same policy file: the same fingerprint, resolution and plan under it.
+  const policy = cryo.Policy.load(spec.policy)
+  const underPolicy = catalog.plan(fleet, undefined, undefined, undefined, policy)
+  out.policy = { fingerprint: policy.fingerprint, resolved: policy.resolve(fleet), plan: underPolicy.toJson() }
+}
 if (otherPlan) {
   const other = cryo.Plan.fromJson(readFileSync(otherPlan, 'utf8'))
   out.other = { fingerprint: other.fingerprint, trino: other.render('trino', spec.trino), spark: other.render('spark', spec.spark) }

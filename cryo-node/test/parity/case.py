@@ -24,6 +24,13 @@ def main(spec_path: str, out_path: str, other_plan: str | None = None) -> None:
         "trino": plan.render("trino", **spec["trino"]),
         "spark": plan.render("spark", **spec["spark"]),
     }
+    if spec.get("policy"):
+        policy = cryo.Policy.load(spec["policy"])
+        out["policy"] = {
+            "fingerprint": policy.fingerprint,
+            "resolved": policy.resolve(fleet.tables),
+            "plan": catalog.plan(fleet, policy=policy).to_json(),
+        }
     if other_plan is not None:
         with open(other_plan, encoding="utf-8") as f:
             other = cryo.Plan.from_json(f.read())

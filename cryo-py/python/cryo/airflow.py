@@ -27,7 +27,7 @@ from typing import Any, Optional
 from airflow.exceptions import AirflowException
 from airflow.sdk import BaseHook, BaseOperator
 
-from . import Catalog, Plan, grade
+from . import Catalog, Plan, Policy, grade
 
 __all__ = ["CryoGradeFleetOperator", "CryoRunPlanOperator", "catalog_properties_from_connection"]
 
@@ -92,9 +92,12 @@ class CryoGradeFleetOperator(_CryoCatalogMixin, BaseOperator):
     XCom: ``return_value`` (and key ``summary``) a summary (tables, grade per table, step count,
     scan errors), key ``plan`` the plan as JSON, key ``fingerprint`` its fingerprint.
     ``plan_path`` (optional) also writes the plan JSON there, for a reviewer.
+    ``policy_path`` (optional): plan under that policy file or directory (each table with its
+    preset; the summary then carries ``policy_fingerprint`` and the tables per preset), and with
+    ``only_due`` only what is due (cadences and failures counted in ``receipt_log``).
     """
 
-    template_fields: Sequence[str] = ("catalog_name", "conn_id", "plan_path", "namespaces")
+    template_fields: Sequence[str] = ("catalog_name", "conn_id", "plan_path", "namespaces", "policy_path", "receipt_log")
 
     def __init__(
         self,
@@ -106,9 +109,15 @@ class CryoGradeFleetOperator(_CryoCatalogMixin, BaseOperator):
         plan_options: Optional[Mapping[str, Any]] = None,
         grade_options: Optional[Mapping[str, Any]] = None,
         plan_path: Optional[str] = None,
+        policy_path: Optional[str] = None,
+        only_due: bool = False,
+        receipt_log: Optional[str] = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
+        self.policy_path = policy_path
+        self.only_due = only_due
+        self.receipt_log = receipt_log
         self.catalog_name = catalog_name
         self.conn_id = conn_id
         self.catalog_properties = catalog_properties
@@ -120,9 +129,16 @@ class CryoGradeFleetOperator(_CryoCatalogMixin, BaseOperator):
     def execute(self, context: Any) -> dict[str, Any]:
         catalog = self._catalog()
         fleet = catalog.scan_fleet(namespaces=self.namespaces or None)
-        reports = [grade(t, **self.grade_options) for t in fleet.tables]
-        plan = catalog.plan(fleet, grade_options=self.grade_options, **self.plan_options)
-        summary = {
+        policy = Policy.load(self.policy_path) if self.policy_path else None
+        if policy is not None:
+            if self.plan_options or self.grade_options:
+                raise ValueError("policy_path: the policy gives the plan and grade options; leave them out")
+            reports = [grade(t, cost=policy.to_dict().get("prices") or None) for t in fleet.tables]
+            plan = catalog.plan(fleet, policy=policy, receipt_log=self.receipt_log, only_due=self.only_due)
+        else:
+            reports = [grade(t, **self.grade_options) for t in fleet.tables]
+            plan = catalog.plan(fleet, grade_options=self.grade_options, **self.plan_options)
+        summary: dict[str, Any] = {
             "catalog": catalog.name,
             "tables": len(reports),
             "grades": {r.table: {"grade": r.grade, "score": r.score} for r in reports},
@@ -132,6 +148,9 @@ class CryoGradeFleetOperator(_CryoCatalogMixin, BaseOperator):
             "plan_steps": plan.step_count,
             "fingerprint": plan.fingerprint,
         }
+        if policy is not None:
+            summary["policy_fingerprint"] = policy.fingerprint
+            summary["presets"] = policy.resolve(fleet.tables)["presets"]
         if self.plan_path:
             os.makedirs(os.path.dirname(os.path.abspath(self.plan_path)), exist_ok=True)
             # Whole or not at all: a reviewer watching the directory never reads half a plan.

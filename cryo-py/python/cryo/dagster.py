@@ -16,7 +16,7 @@ from typing import Any, Optional
 
 import dagster as dg
 
-from . import Catalog, Plan, grade
+from . import Catalog, Plan, Policy, grade
 
 __all__ = ["CryoResource", "cryo_maintenance_assets"]
 
@@ -44,12 +44,19 @@ def cryo_maintenance_assets(
     lock_dir: Optional[str] = None,
     receipt_log: Optional[str] = None,
     fail_on_failed_tables: bool = True,
+    policy_path: Optional[str] = None,
+    only_due: bool = False,
 ) -> list[dg.AssetsDefinition]:
     """Two assets, ``<name>_grade`` and ``<name>_run`` (which depends on the grade's plan).
 
     ``dry_run`` is True unless set False; ``lock_dir`` and ``receipt_log`` go to
     :meth:`cryo.Catalog.run`. The run asset fails when a table fails if ``fail_on_failed_tables``.
+    ``policy_path``: plan under that policy (file or directory; its fingerprint and the tables
+    per preset go in the grade's metadata), with ``only_due`` only what is due (cadences and
+    failures counted in ``receipt_log``); plan and grade options then come from the policy.
     """
+    if policy_path and (plan_options or grade_options):
+        raise ValueError("policy_path: the policy gives the plan and grade options; leave them out")
     plan_opts = dict(plan_options or {})
     grade_opts = dict(grade_options or {})
     prefix = list(key_prefix or [])
@@ -65,7 +72,16 @@ def cryo_maintenance_assets(
         catalog = getattr(context.resources, resource_key).catalog()
         fleet = catalog.scan_fleet(namespaces=namespaces or None)
         reports = [grade(t, **grade_opts) for t in fleet.tables]
-        plan = catalog.plan(fleet, grade_options=grade_opts, **plan_opts)
+        policy_md: dict[str, Any] = {}
+        if policy_path:
+            policy = Policy.load(policy_path)
+            plan = catalog.plan(fleet, policy=policy, receipt_log=receipt_log, only_due=only_due)
+            policy_md = {
+                "policy_fingerprint": policy.fingerprint,
+                "presets": dg.MetadataValue.json(policy.resolve(fleet.tables)["presets"]),
+            }
+        else:
+            plan = catalog.plan(fleet, grade_options=grade_opts, **plan_opts)
         rows = "\n".join(f"| {r.table} | {r.grade} | {r.score} |" for r in sorted(reports, key=lambda r: r.score))
         return dg.Output(
             plan.to_json(),
@@ -78,6 +94,7 @@ def cryo_maintenance_assets(
                 "plan_tables": dg.MetadataValue.json(plan.tables),
                 "fingerprint": plan.fingerprint,
                 "report": dg.MetadataValue.md("| table | grade | score |\n|---|---|---|\n" + rows),
+                **policy_md,
             },
         )
 
