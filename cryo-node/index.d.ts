@@ -157,6 +157,25 @@ export interface RenderOptions extends Options {
 export declare const __napiBindingTarget: 'native' | 'wasm32-wasi' | 'wasm32-wasip1'
 
 /**
+ * A change set of table properties the grades recommend: review it, approve its fingerprint,
+ * then `catalog.applyAdvice(advice, fingerprint)` commits exactly it.
+ */
+export declare class Advice {
+  /** Read stored advice (refused unless intact: its fingerprint matches its content). */
+  static fromJson(json: string): Advice
+  /** The advice as JSON, for a reviewer and for storing. */
+  toJson(): string
+  /** Content fingerprint (SHA-256): the one a person approves. */
+  get fingerprint(): string
+  /** Number of property changes. */
+  get changeCount(): number
+  /** Everything (`tables[].changes[]`: key, from, to, finding, reason), `snake_case`. */
+  toObject(): Record<string, unknown>
+  /** `Advice(… changes on … tables, fingerprint …)`. */
+  toString(): string
+}
+
+/**
  * A connected Iceberg catalog (sql, glue, hive, rest, hadoop or a single static table),
  * configured with PyIceberg's property names (`type`, `uri`, `warehouse`, `s3.endpoint`, `token`,
  * …).
@@ -196,6 +215,14 @@ export declare class Catalog {
    * `TableExplanation`s, `snake_case`).
    */
   explain(scans: FleetScan | Array<TableScan>, policy: Policy, controls?: ControlSources): Array<Record<string, unknown>>
+  /** The table property changes the scans' grades recommend, as advice to approve (pure). */
+  advise(scans: FleetScan | Array<TableScan>): Advice
+  /**
+   * Commit exactly the approved advice (nothing unless `approved` is its fingerprint), one
+   * commit per table, refusing a table whose properties moved since; `receiptLog` gets a
+   * receipt per table. Resolves to cryo-core's `ApplyOutcome` (`snake_case`).
+   */
+  applyAdvice(advice: Advice, approved: string, receiptLog?: string | undefined | null, actor?: string | undefined | null): Promise<Record<string, unknown>>
   /**
    * What is due under `policy`: the tables and operations whose cadence has come, inside
    * their windows, not paused, and those backing off after failures in a row, counted from

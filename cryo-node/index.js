@@ -70,6 +70,7 @@ for (const cls of [
   native.HealthReport,
   native.Plan,
   native.Policy,
+  native.Advice,
   native.RunOutcome,
   native.FleetOutcome,
   native.CommitFence,
@@ -102,6 +103,7 @@ module.exports.FleetScan = native.FleetScan
 module.exports.HealthReport = native.HealthReport
 module.exports.Plan = native.Plan
 module.exports.Policy = native.Policy
+module.exports.Advice = native.Advice
 module.exports.RunOutcome = native.RunOutcome
 module.exports.FleetOutcome = native.FleetOutcome
 module.exports.CommitFence = guardConstructor(native.CommitFence)

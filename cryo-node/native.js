@@ -835,6 +835,7 @@ function __napiStampBindingTarget(exportsObject, target) {
 // linked import resolves to `undefined`.
 module.exports.__napiBindingTarget = __napiStampBindingTarget(nativeBinding, __napiLoadedBindingTarget)
 module.exports = nativeBinding
+module.exports.Advice = nativeBinding.Advice
 module.exports.Catalog = nativeBinding.Catalog
 module.exports.CommitFence = nativeBinding.CommitFence
 module.exports.FleetOutcome = nativeBinding.FleetOutcome

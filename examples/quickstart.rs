@@ -31,7 +31,7 @@ use cryo_core::govern::LocalLocks;
 use cryo_core::grade::{Grade, HealthReport, Remedy};
 use cryo_core::grade::{GradeOptions, grade};
 use cryo_core::plan::MaintenancePlan;
-use cryo_core::policy::Policy;
+use cryo_core::policy::{AppliedStatus, Policy, advise, apply_advice};
 use cryo_core::receipt::{JsonLinesLog, ReceiptStatus};
 use cryo_core::render::{
     SparkDialect, SparkOptions, TrinoDialect, TrinoOptions, Version, render_plan,
@@ -87,6 +87,13 @@ async fn run(dir: PathBuf) -> Result<()> {
         println!("{}", report::health_report(r));
     }
 
+    settings_advice(&lake.catalog, &graded, now).await?;
+    // Graded again with the new settings: the plan now rewrites what they apply to.
+    let fleet = scan_fleet(&lake.catalog, &FleetScanOptions::default(), &SystemClock).await?;
+    let now = fleet.scanned_at_ms;
+    let graded = policy.grade(&fleet.tables)?;
+    println!();
+
     let resolved = policy.resolve_fleet(&graded, now);
     println!(
         "policy examples/policy.yaml ({}): {}; {} got the default preset",
@@ -139,6 +146,45 @@ async fn run(dir: PathBuf) -> Result<()> {
     }
     maintain(&lake.catalog, &dir, &plan, &graded).await?;
     println!("done in {:.2} s", started.elapsed().as_secs_f64());
+    Ok(())
+}
+
+/// The settings advisor: the property changes the grades recommend, as a change set with a
+/// fingerprint. A person reviews it and approves that fingerprint; this example stands in for
+/// the reviewer and approves its own advice. Nothing is written without it.
+async fn settings_advice(
+    catalog: &Catalog,
+    graded: &[(TableScan, HealthReport)],
+    now: i64,
+) -> Result<()> {
+    let advice = advise(catalog.name(), graded, now)?;
+    println!(
+        "==== settings advice {} ({} changes; applied only with its fingerprint) ====",
+        &advice.fingerprint[..12],
+        advice.change_count()
+    );
+    for t in &advice.tables {
+        for c in &t.changes {
+            println!(
+                "  {}: {} {} -> {} [{}]",
+                t.table,
+                c.key,
+                c.from.as_deref().unwrap_or("unset"),
+                c.to,
+                c.finding
+            );
+        }
+    }
+    let applied = apply_advice(catalog, &advice, &advice.fingerprint, "quickstart").await?;
+    for t in &applied.tables {
+        let how = match &t.outcome {
+            AppliedStatus::Committed { .. } => "committed".to_string(),
+            AppliedStatus::AlreadySet => "already set".to_string(),
+            AppliedStatus::Refused { reason } => format!("refused: {reason}"),
+            AppliedStatus::Failed { reason } => format!("failed: {reason}"),
+        };
+        println!("  {}: {how}", t.table);
+    }
     Ok(())
 }
 

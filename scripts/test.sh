@@ -164,7 +164,7 @@ fuzz_pid=$!
 step "the main job (README's first command, debug build)"
 rm -rf target/quickstart-demo
 out=$(cargo run -q --features "$CORE_FEATURES" --example quickstart -- target/quickstart-demo)
-for expect in "built demo lake" "lake.healthy      A" "under policy" "preset streaming-hot on native" "plan written to" "SQL for Trino" "SQL for Spark" \
+for expect in "built demo lake" "lake.healthy      A" "under policy" "preset streaming-hot on native" "lake.metrics_v1: committed" "plan written to" "SQL for Trino" "SQL for Spark" \
               "maintenance run, dry run" "maintenance run on the native engine" "the fleet after the run" \
               "lake.clickstream: grade F"; do
   grep -qF "$expect" <<<"$out" || { echo "quickstart output lacks: $expect"; echo "$out" | head -40; exit 1; }

@@ -44,7 +44,7 @@ use crate::models::{
     FleetOutcome, FleetScan, MissingFilesOutcome, Plan, RemoveOrphanFilesOutcome,
     RewriteManifestsOutcome, RewritePositionDeletesOutcome, RunOutcome, TableScan,
 };
-use crate::policy::{Policy, core_scans};
+use crate::policy::{Advice, Policy, core_scans};
 use crate::runtime::run;
 
 /// One step forward of a long operation (`scanFleet`, `compact`, `run`, `runFleet`).
@@ -302,6 +302,55 @@ impl Catalog {
             now,
         ))?;
         to_value(&explained)
+    }
+
+    /// The table property changes the scans' grades recommend, as advice to approve (pure).
+    #[napi(catch_unwind)]
+    pub fn advise(&self, scans: Either<&FleetScan, Vec<&TableScan>>) -> napi::Result<Advice> {
+        let scans = core_scans(scans);
+        let graded = scans
+            .iter()
+            .map(|s| {
+                let report = errors::check(cryo_core::grade::grade(
+                    s,
+                    &GradeOptions::default(),
+                    s.scanned_at_ms,
+                ))?;
+                Ok((s.clone(), report))
+            })
+            .collect::<napi::Result<Vec<_>>>()?;
+        let now = scans.iter().map(|s| s.scanned_at_ms).max().unwrap_or(0);
+        let advice = errors::check(cryo_core::policy::advise(self.inner.name(), &graded, now))?;
+        Ok(Advice {
+            inner: Arc::new(advice),
+        })
+    }
+
+    /// Commit exactly the approved advice (nothing unless `approved` is its fingerprint), one
+    /// commit per table, refusing a table whose properties moved since; `receiptLog` gets a
+    /// receipt per table. Resolves to cryo-core's `ApplyOutcome` (`snake_case`).
+    #[napi(ts_return_type = "Promise<Record<string, unknown>>")]
+    pub async fn apply_advice(
+        &self,
+        advice: &Advice,
+        approved: String,
+        receipt_log: Option<String>,
+        actor: Option<String>,
+    ) -> napi::Result<Value> {
+        let advice = Arc::clone(&advice.inner);
+        let cat = Arc::clone(&self.inner);
+        let actor = actor.unwrap_or_else(|| "node".to_string());
+        let outcome = run(Some(self.config()), move || async move {
+            let outcome = cryo_core::policy::apply_advice(&cat, &advice, &approved, &actor).await?;
+            if let Some(spec) = receipt_log {
+                ReceiptLog::open(&cat, &spec)?
+                    .append(&outcome.receipts)
+                    .await?;
+            }
+            Ok(outcome)
+        })
+        .await?;
+        to_value(&outcome)
     }
 
     /// What is due under `policy`: the tables and operations whose cadence has come, inside

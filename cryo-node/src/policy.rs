@@ -109,3 +109,64 @@ impl Policy {
         )
     }
 }
+
+/// A change set of table properties the grades recommend: review it, approve its fingerprint,
+/// then `catalog.applyAdvice(advice, fingerprint)` commits exactly it.
+#[napi]
+pub struct Advice {
+    pub(crate) inner: Arc<cryo_core::policy::Advice>,
+}
+
+#[napi]
+impl Advice {
+    /// Read stored advice (refused unless intact: its fingerprint matches its content).
+    #[napi(factory, catch_unwind, writable = true, configurable = true)]
+    #[allow(
+        clippy::needless_pass_by_value,
+        reason = "napi-rs passes JS strings as owned Strings"
+    )]
+    pub fn from_json(json: String) -> napi::Result<Advice> {
+        Ok(Advice {
+            inner: Arc::new(check(cryo_core::policy::Advice::from_json(&json))?),
+        })
+    }
+
+    /// The advice as JSON, for a reviewer and for storing.
+    #[napi]
+    pub fn to_json(&self) -> napi::Result<String> {
+        check(self.inner.to_json())
+    }
+
+    /// Content fingerprint (SHA-256): the one a person approves.
+    #[napi(getter)]
+    pub fn fingerprint(&self) -> String {
+        self.inner.fingerprint.clone()
+    }
+
+    /// Number of property changes.
+    #[napi(getter)]
+    pub fn change_count(&self) -> u32 {
+        u32::try_from(self.inner.change_count()).unwrap_or(u32::MAX)
+    }
+
+    /// Everything (`tables[].changes[]`: key, from, to, finding, reason), `snake_case`.
+    #[napi(ts_return_type = "Record<string, unknown>")]
+    pub fn to_object(&self) -> napi::Result<Value> {
+        to_value(self.inner.as_ref())
+    }
+
+    /// `Advice(… changes on … tables, fingerprint …)`.
+    #[napi]
+    #[allow(
+        clippy::inherent_to_string,
+        reason = "JS calls toString(); Display is not visible from JS"
+    )]
+    pub fn to_string(&self) -> String {
+        format!(
+            "Advice({} changes on {} tables, fingerprint {}…)",
+            self.inner.change_count(),
+            self.inner.tables.len(),
+            &self.inner.fingerprint[..12]
+        )
+    }
+}

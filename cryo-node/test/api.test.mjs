@@ -54,7 +54,7 @@ function rows(buffer) {
 }
 
 test('the package exports the API, its types and the error classes', () => {
-  for (const name of ['Catalog', 'TableScan', 'FleetScan', 'HealthReport', 'Plan', 'Policy', 'RunOutcome', 'FleetOutcome', 'CommitFence', 'WriterFence']) {
+  for (const name of ['Catalog', 'TableScan', 'FleetScan', 'HealthReport', 'Plan', 'Policy', 'Advice', 'RunOutcome', 'FleetOutcome', 'CommitFence', 'WriterFence']) {
     assert.equal(typeof cryo[name], 'function', name)
   }
   for (const name of ['demoLake', 'grade', 'loadCatalog', 'readReceipts', 'tableName', 'version']) {
@@ -97,6 +97,20 @@ test('a policy: loaded, resolved, planned under, explained, and what is due', as
   assert.ok(err instanceof cryo.PolicyError && err instanceof cryo.ConfigError, String(err))
   assert.equal(err.code, 'policy')
   assert.match(err.message, /bad\.yaml:2:\d+: `presets\.hot\.every`/)
+})
+
+test('settings advice: written only with the approved fingerprint', async () => {
+  const own = await cryo.demoLake(join(tempDir(), 'lake'))
+  const catalog = own.catalog
+  const advice = catalog.advise(await catalog.scanFleet())
+  const metrics = advice.toObject().tables.find((t) => t.table.name === 'metrics_v1')
+  assert.ok(metrics.changes.some((c) => c.key === 'format-version' && c.from === '1' && c.to === '2'))
+  assert.equal(cryo.Advice.fromJson(advice.toJson()).fingerprint, advice.fingerprint)
+  await assert.rejects(catalog.applyAdvice(advice, '0'.repeat(64)), cryo.ValidationError)
+  const outcome = await catalog.applyAdvice(advice, advice.fingerprint)
+  assert.equal(outcome.tables.find((t) => t.table.name === 'metrics_v1').outcome.status, 'committed')
+  const again = await catalog.applyAdvice(advice, advice.fingerprint)
+  assert.ok(again.tables.every((t) => t.outcome.status === 'already_set'))
 })
 
 test('scan and grade the demo lake', async () => {

@@ -39,7 +39,7 @@ use crate::models::{
     FleetOutcome, FleetScan, MissingFilesOutcome, Plan, RemoveOrphanFilesOutcome,
     RewriteManifestsOutcome, RewritePositionDeletesOutcome, RunOutcome, TableScan,
 };
-use crate::policy::Policy;
+use crate::policy::{Advice, Policy};
 use crate::progress::sink;
 use crate::runtime::{finish_holding_gil, wait};
 
@@ -278,6 +278,54 @@ impl Catalog {
         Ok(Plan {
             inner: Arc::new(plan),
         })
+    }
+
+    /// The table property changes the scans' grades recommend, as advice to approve.
+    fn advise(&self, py: Python<'_>, scans: Vec<Bound<'_, TableScan>>) -> PyResult<Advice> {
+        let scans = TableScan::core_all(scans);
+        let name = self.core(py)?.name().to_string();
+        let advice = crate::runtime::blocking(py, move || {
+            let graded = scans
+                .iter()
+                .map(|s| {
+                    let report =
+                        cryo_core::grade::grade(s, &GradeOptions::default(), s.scanned_at_ms)?;
+                    Ok((s.clone(), report))
+                })
+                .collect::<cryo_core::Result<Vec<_>>>()?;
+            let now = scans.iter().map(|s| s.scanned_at_ms).max().unwrap_or(0);
+            cryo_core::policy::advise(&name, &graded, now)
+        })?;
+        Ok(Advice {
+            inner: Arc::new(advice),
+        })
+    }
+
+    /// Commit exactly the approved advice (nothing unless `approved` is its fingerprint), one
+    /// commit per table, refusing a table whose properties moved since; the receipts go to
+    /// `receipt_log` if given. Returns the outcome as plain Python values.
+    #[pyo3(signature = (advice, approved, receipt_log = None, actor = None))]
+    fn apply_advice<'py>(
+        &self,
+        py: Python<'py>,
+        advice: &Bound<'py, Advice>,
+        approved: String,
+        receipt_log: Option<String>,
+        actor: Option<String>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let advice = Arc::clone(&advice.get().inner);
+        let cat = self.core(py)?;
+        let actor = actor.unwrap_or_else(|| "python".to_string());
+        let outcome = wait(py, move || async move {
+            let outcome = cryo_core::policy::apply_advice(&cat, &advice, &approved, &actor).await?;
+            if let Some(spec) = receipt_log {
+                ReceiptLog::open(&cat, &spec)?
+                    .append(&outcome.receipts)
+                    .await?;
+            }
+            Ok(outcome)
+        })?;
+        crate::convert::to_python(py, &outcome)
     }
 
     /// What is due under `policy` (at the time of the newest scan): the tables and operations

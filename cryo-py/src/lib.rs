@@ -183,6 +183,7 @@ fn _cryo(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<HealthReport>()?;
     m.add_class::<models::Plan>()?;
     m.add_class::<policy::Policy>()?;
+    m.add_class::<policy::Advice>()?;
     m.add_class::<models::CompactionOutcome>()?;
     m.add_class::<models::ExpireOutcome>()?;
     m.add_class::<models::RewriteManifestsOutcome>()?;

@@ -93,3 +93,53 @@ impl Policy {
         )
     }
 }
+
+/// A change set of table properties the grades recommend: review it, approve its fingerprint,
+/// then `Catalog.apply_advice(advice, approved=fingerprint)` commits exactly it.
+#[pyclass(frozen, module = "cryo._cryo", name = "Advice")]
+pub(crate) struct Advice {
+    pub(crate) inner: Arc<cryo_core::policy::Advice>,
+}
+
+#[pymethods]
+impl Advice {
+    /// Read stored advice (refused unless intact: its fingerprint matches its content).
+    #[staticmethod]
+    fn from_json(py: Python<'_>, json: &str) -> PyResult<Advice> {
+        let advice = blocking(py, || cryo_core::policy::Advice::from_json(json))?;
+        Ok(Advice {
+            inner: Arc::new(advice),
+        })
+    }
+
+    /// The advice as JSON, for a reviewer and for storing.
+    fn to_json(&self, py: Python<'_>) -> PyResult<String> {
+        blocking(py, || self.inner.to_json())
+    }
+
+    /// Content fingerprint (SHA-256): the one a person approves.
+    #[getter]
+    fn fingerprint(&self) -> &str {
+        &self.inner.fingerprint
+    }
+
+    /// Number of property changes.
+    #[getter]
+    fn change_count(&self) -> usize {
+        self.inner.change_count()
+    }
+
+    /// Everything, as plain Python values (`tables[].changes[]`: key, from, to, finding, reason).
+    fn to_dict<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        to_python(py, self.inner.as_ref())
+    }
+
+    fn __repr__(&self) -> String {
+        format!(
+            "Advice({} changes on {} tables, fingerprint {}…)",
+            self.inner.change_count(),
+            self.inner.tables.len(),
+            &self.inner.fingerprint[..12]
+        )
+    }
+}

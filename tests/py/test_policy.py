@@ -232,3 +232,47 @@ def test_the_cli_checks_explains_and_plans_under_a_policy(lake, tmp_path):
     assert json.loads(plan_file.read_text())["policy"] == fingerprint
     proc = cli("plan", "--demo", root, "--policy", str(POLICY), "--operation", "rewrite_data_files", check=2)
     assert "--policy" in proc.stderr
+
+
+def test_settings_advice_is_written_only_as_approved(tmp_path):
+    lake = cryo.demo_lake(tmp_path / "demo-lake")
+    advice = lake.catalog.advise()
+    d = advice.to_dict()
+    metrics = next(t for t in d["tables"] if t["table"]["name"] == "metrics_v1")
+    changes = {c["key"]: (c["from"], c["to"], c["finding"]) for c in metrics["changes"]}
+    assert changes["format-version"] == ("1", "2", "format_version")
+    assert changes["write.metadata.metrics.default"] == ("none", "truncate(16)", "column_bounds")
+    assert cryo.Advice.from_json(advice.to_json()).fingerprint == advice.fingerprint
+
+    with pytest.raises(cryo.ValidationError):
+        lake.catalog.apply_advice(advice, "0" * 64)
+    receipts = tmp_path / "receipts.jsonl"
+    outcome = lake.catalog.apply_advice(advice, advice.fingerprint, receipt_log=receipts, actor="reviewer")
+    by = {t["table"]["name"]: t["outcome"]["status"] for t in outcome["tables"]}
+    assert by["metrics_v1"] == "committed"
+    logged = [json.loads(line) for line in receipts.read_text().splitlines()]
+    assert len(logged) == len(d["tables"]) and all(r["actor"] == "reviewer" for r in logged)
+
+    # PyIceberg reads what Cryo committed: format v2, the property set.
+    from pyiceberg.catalog.sql import SqlCatalog
+
+    props = lake.to_dict()["catalog"]["properties"]
+    table = SqlCatalog("demo", uri=props["uri"], warehouse=props["warehouse"]).load_table("lake.metrics_v1")
+    assert table.metadata.format_version == 2
+    assert table.properties["write.metadata.metrics.default"] == "truncate(16)"
+    # Applied again: already set, nothing written.
+    again = lake.catalog.apply_advice(advice, advice.fingerprint)
+    assert {t["outcome"]["status"] for t in again["tables"]} == {"already_set"}
+
+
+def test_the_cli_advises_and_applies_only_the_approved_fingerprint(tmp_path):
+    root = tmp_path / "demo-lake"
+    cli("demo", str(root))
+    advice_file = tmp_path / "advice.json"
+    out = cli("advise", "--demo", str(root), "-o", str(advice_file)).stdout
+    fingerprint = json.loads(advice_file.read_text())["fingerprint"]
+    assert "format-version: 1 -> 2  [format_version]" in out and f"--approved {fingerprint}" in out
+    proc = cli("apply-advice", "--demo", str(root), "--advice", str(advice_file), "--approved", "0" * 64, check=2)
+    assert "not the approved advice" in proc.stderr
+    out = cli("apply-advice", "--demo", str(root), "--advice", str(advice_file), "--approved", fingerprint).stdout
+    assert "lake.metrics_v1: committed: " in out

@@ -9,6 +9,7 @@
 //!                                  │
 //!                       ──plan──▶ MaintenancePlan { policy: fingerprint, tables[].policy }
 //!                       ──explain──▶ per table: the preset, why, what runs next and when
+//! (TableScan, HealthReport)… ──advise──▶ Advice (approve its fingerprint) ──apply_advice──▶ commits
 //! receipts ──────────── ──due──▶ tables and operations due now (cadence, window, pause, backoff)
 //! ```
 //!
@@ -64,11 +65,16 @@
 //! # }).unwrap();
 //! ```
 
+mod advice;
 mod due;
 mod file;
 mod resolve;
 mod units;
 
+pub use advice::{
+    ADVICE_FORMAT_VERSION, Advice, AppliedStatus, AppliedTable, ApplyOutcome, PropertyChange,
+    TableAdvice, advise, apply_advice,
+};
 pub use due::{BackingOff, Due, DueTable, Streak, streaks};
 pub use file::{
     Backoff, Budgets, DestinationKind, POLICY_FORMAT_VERSION, Pause, PolicyFile, PolicyProblem,

@@ -620,3 +620,177 @@ fn backoff_settings_are_checked() {
     );
     assert!(got.iter().all(|p| p.line == 1));
 }
+
+/// The advice for a catalog's tables as they are now.
+async fn advise_now(catalog: &crate::catalog::Catalog) -> Advice {
+    let fleet = scan_fleet(
+        catalog,
+        &FleetScanOptions::default(),
+        &crate::clock::SystemClock,
+    )
+    .await
+    .unwrap();
+    let graded = Policy::from_yaml("", "p.yaml")
+        .unwrap()
+        .grade(&fleet.tables)
+        .unwrap();
+    advise(catalog.name(), &graded, fleet.scanned_at_ms).unwrap()
+}
+
+/// Another writer sets a property.
+async fn set_property(catalog: &crate::catalog::Catalog, table: &TableId, key: &str, value: &str) {
+    use crate::catalog::TableChanges;
+    use iceberg::TableUpdate;
+    let t = catalog.load_table(table).await.unwrap();
+    let updates = [(key.to_string(), value.to_string())].into();
+    let changes = TableChanges::new(vec![], vec![TableUpdate::SetProperties { updates }]);
+    catalog
+        .committer()
+        .unwrap()
+        .commit(&t, changes)
+        .await
+        .unwrap();
+}
+
+#[tokio::test]
+async fn advice_is_applied_only_as_approved_and_only_from_what_it_saw() {
+    let dir = tempfile::tempdir().unwrap();
+    let lake = create_demo_lake(dir.path(), &DemoOptions::default())
+        .await
+        .unwrap();
+    let catalog = &lake.catalog;
+    let advice = advise_now(catalog).await;
+    let metrics = id("lake.metrics_v1");
+    let t = advice
+        .tables
+        .iter()
+        .find(|t| t.table == metrics)
+        .expect("metrics_v1 advised");
+    let keys: Vec<(&str, Option<&str>, &str)> = t
+        .changes
+        .iter()
+        .map(|c| (c.key.as_str(), c.from.as_deref(), c.to.as_str()))
+        .collect();
+    assert!(
+        keys.contains(&("format-version", Some("1"), "2")),
+        "{keys:?}"
+    );
+    assert!(
+        keys.contains(&(
+            "write.metadata.metrics.default",
+            Some("none"),
+            "truncate(16)"
+        )),
+        "{keys:?}"
+    );
+    assert!(t.changes.iter().any(|c| c.finding == "column_bounds"));
+    // Stored and read back: the same advice; changed by hand: refused.
+    let json = advice.to_json().unwrap();
+    assert_eq!(Advice::from_json(&json).unwrap(), advice);
+    assert!(Advice::from_json(&json.replace("truncate(16)", "full")).is_err());
+
+    // Not the approved fingerprint: nothing is written.
+    let before = catalog
+        .load_table(&metrics)
+        .await
+        .unwrap()
+        .metadata_location;
+    let err = apply_advice(catalog, &advice, &"0".repeat(64), "me")
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("not the approved advice"), "{err}");
+    assert_eq!(
+        catalog
+            .load_table(&metrics)
+            .await
+            .unwrap()
+            .metadata_location,
+        before
+    );
+}
+
+#[tokio::test]
+async fn advice_is_refused_when_the_table_moved_and_applied_once_when_advised_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let lake = create_demo_lake(dir.path(), &DemoOptions::default())
+        .await
+        .unwrap();
+    let catalog = &lake.catalog;
+    let metrics = id("lake.metrics_v1");
+    let advice = advise_now(catalog).await;
+    // Someone sets one of the keys in between: the table is refused, nothing of its change set
+    // is written (the format stays 1), and the receipt says why.
+    set_property(
+        catalog,
+        &metrics,
+        "write.metadata.metrics.default",
+        "counts",
+    )
+    .await;
+    let refused = apply_advice(catalog, &advice, &advice.fingerprint, "me")
+        .await
+        .unwrap();
+    let m = refused.tables.iter().find(|a| a.table == metrics).unwrap();
+    let AppliedStatus::Refused { reason } = &m.outcome else {
+        panic!("{m:?}")
+    };
+    assert!(
+        reason.contains("`counts`") && reason.contains("advise again"),
+        "{reason}"
+    );
+    assert_eq!(refused.receipts.len(), advice.tables.len());
+    assert_eq!(
+        refused.receipts[0].status,
+        crate::receipt::ReceiptStatus::Skipped
+    );
+    let table = catalog.load_table(&metrics).await.unwrap();
+    assert_eq!(
+        table.metadata.format_version(),
+        iceberg::spec::FormatVersion::V1
+    );
+
+    // Advised again from what is there now, approved, applied: one commit with both changes.
+    let advice = advise_now(catalog).await;
+    let applied = apply_advice(catalog, &advice, &advice.fingerprint, "me")
+        .await
+        .unwrap();
+    let m = applied.tables.iter().find(|a| a.table == metrics).unwrap();
+    assert!(
+        matches!(m.outcome, AppliedStatus::Committed { .. }),
+        "{m:?}"
+    );
+    assert_eq!(
+        m.changes
+            .iter()
+            .find(|c| c.key == "write.metadata.metrics.default")
+            .and_then(|c| c.from.as_deref()),
+        Some("counts")
+    );
+    let table = catalog.load_table(&metrics).await.unwrap();
+    assert_eq!(
+        table.metadata.format_version(),
+        iceberg::spec::FormatVersion::V2
+    );
+    assert_eq!(
+        table
+            .metadata
+            .properties()
+            .get("write.metadata.metrics.default")
+            .map(String::as_str),
+        Some("truncate(16)")
+    );
+    // Applied again: every key is set already, nothing is written.
+    let again = apply_advice(catalog, &advice, &advice.fingerprint, "me")
+        .await
+        .unwrap();
+    let m = again.tables.iter().find(|a| a.table == metrics).unwrap();
+    assert_eq!(m.outcome, AppliedStatus::AlreadySet);
+    assert_eq!(
+        catalog
+            .load_table(&metrics)
+            .await
+            .unwrap()
+            .metadata_location,
+        table.metadata_location
+    );
+}

@@ -43,6 +43,7 @@ from typing import Any, Optional, Union
 from . import _cryo, engines, report
 from ._catalog import Catalog, Instant, _property
 from ._cryo import (
+    Advice,
     ArrowResult,
     CommitFence,
     CompactionOutcome,
@@ -168,6 +169,7 @@ class DemoLake:
 
 
 __all__ = [
+    "Advice",
     "ArrowResult",
     "Catalog",
     "CatalogError",

@@ -9,6 +9,7 @@ from typing import Any, Optional, Union
 
 from . import _cryo, _progress
 from ._cryo import (
+    Advice,
     ArrowResult,
     CompactionOutcome,
     ComputeStatisticsOutcome,
@@ -213,6 +214,27 @@ class Catalog:
         items = self._scan_items(scans)
         sources = _options(receipt_log=_path(receipt_log))
         result: dict[str, Any] = self._native.due(items, policy, sources)
+        return result
+
+    def advise(self, scans: Union[FleetScan, TableScan, Iterable[TableScan], None] = None) -> Advice:
+        """The table property changes the grades recommend (``write.metadata.metrics.default``,
+        ``format-version``, the codec, …), each with the value it changes from, the finding it
+        fixes and why: a change set to review. Nothing is written until
+        :meth:`apply_advice` is given its ``fingerprint``."""
+        return self._native.advise(self._scan_items(scans))
+
+    def apply_advice(
+        self,
+        advice: Advice,
+        approved: str,
+        *,
+        receipt_log: Optional[Union[str, os.PathLike[str]]] = None,
+        actor: Optional[str] = None,
+    ) -> dict[str, Any]:
+        """Commit exactly the approved change set: nothing unless ``approved`` is the advice's
+        fingerprint; one commit per table, refused for a table whose properties moved since
+        the advice. A receipt per table (appended to ``receipt_log`` if given)."""
+        result: dict[str, Any] = self._native.apply_advice(advice, approved, _path(receipt_log), actor)
         return result
 
     def explain(

@@ -4,6 +4,7 @@ from typing import Any, Callable, Literal, Optional, Union, final
 
 __version__: str
 __all__ = [
+    "Advice",
     "ArrowResult",
     "Catalog",
     "CatalogError",
@@ -187,6 +188,17 @@ class HealthReport:
     def _repr_html_(self) -> str: ...
 
 @final
+class Advice:
+    @staticmethod
+    def from_json(json: str) -> Advice: ...
+    def to_json(self) -> str: ...
+    @property
+    def fingerprint(self) -> str: ...
+    @property
+    def change_count(self) -> int: ...
+    def to_dict(self) -> dict[str, Any]: ...
+
+@final
 class Policy:
     @staticmethod
     def load(path: str | os.PathLike[str]) -> Policy: ...
@@ -364,6 +376,10 @@ class Catalog:
     def explain(
         self, scans: list[TableScan], policy: Policy, controls: Optional[dict[str, Any]] = None
     ) -> list[dict[str, Any]]: ...
+    def advise(self, scans: list[TableScan]) -> Advice: ...
+    def apply_advice(
+        self, advice: Advice, approved: str, receipt_log: Optional[str] = None, actor: Optional[str] = None
+    ) -> dict[str, Any]: ...
     def compact(
         self, table: str, options: Optional[dict[str, Any]] = None, progress: _Progress = None
     ) -> CompactionOutcome: ...

@@ -12,6 +12,8 @@
     cryo policy explain policy.yaml --catalog catalog.json # per table: preset, why, what runs next
     cryo policy due policy.yaml --catalog catalog.json --receipts r.jsonl   # what is due now
     cryo plan  --catalog catalog.json --policy policy.yaml # the fleet plan under the policy
+    cryo advise --catalog catalog.json -o advice.json      # recommended table settings, to approve
+    cryo apply-advice --catalog catalog.json --advice advice.json --approved FINGERPRINT
 
 The catalog file is JSON, ``{"name": "prod", "properties": {"type": "rest", "uri": ...}}``:
 PyIceberg's catalog properties (the same file the Rust examples read). ``--catalog-name NAME``
@@ -36,7 +38,7 @@ from typing import Any, Callable, Optional
 
 from . import _cryo, demo_lake, grade, load_catalog, report
 from ._catalog import Catalog
-from ._cryo import FleetScan, HealthReport, Plan, Policy, TableScan
+from ._cryo import Advice, FleetScan, HealthReport, Plan, Policy, TableScan
 from .errors import ConfigError, CryoError, NotFoundError, PolicyError, RefusedError, ValidationError
 
 #: Exit statuses.
@@ -386,6 +388,52 @@ def cmd_policy_due(args: argparse.Namespace) -> int:
     return OK
 
 
+def cmd_advise(args: argparse.Namespace) -> int:
+    catalog = _catalog(args)
+    scans, _ = _scans(args, catalog)
+    advice = catalog.advise(scans)
+    if args.output:
+        with open(args.output, "w", encoding="utf-8") as f:
+            f.write(advice.to_json())
+    if args.json:
+        _emit(advice.to_json())
+        return OK
+    d = advice.to_dict()
+    _emit(f"advice {advice.fingerprint[:12]}: {advice.change_count} property changes on {len(d['tables'])} tables")
+    for t in d["tables"]:
+        _emit(f"  {_cryo.table_name(t['table']['namespace'], t['table']['name'])}")
+        for c in t["changes"]:
+            then = f", then {c['then']}" if c.get("then") else ""
+            was = c["from"] if c["from"] is not None else "unset"
+            _emit(f"    {c['key']}: {was} -> {c['to']}  [{c['finding']}{then}]")
+    _emit(f"fingerprint {advice.fingerprint}")
+    if args.output:
+        _emit(f"written to {args.output}; after review: apply-advice --advice {args.output} --approved {advice.fingerprint}")
+    return OK
+
+
+def cmd_apply_advice(args: argparse.Namespace) -> int:
+    try:
+        with open(args.advice, encoding="utf-8") as f:
+            advice = Advice.from_json(f.read())
+    except OSError as e:
+        raise UsageError(f"cannot read advice {args.advice}: {e.strerror or e}") from None
+    catalog = _catalog(args)
+    outcome = catalog.apply_advice(advice, args.approved, receipt_log=args.receipts, actor=args.actor)
+    failed = any(t["outcome"]["status"] == "failed" for t in outcome["tables"])
+    if args.json:
+        _emit_json(outcome)
+        return FAILED if failed else OK
+    for t in outcome["tables"]:
+        name = _cryo.table_name(t["table"]["namespace"], t["table"]["name"])
+        o = t["outcome"]
+        detail = o.get("reason") or ", ".join(f"{c['key']}={c['to']}" for c in t["changes"])
+        _emit(f"  {name}: {o['status']}: {detail}")
+    if args.receipts:
+        _emit(f"receipts appended to {args.receipts}")
+    return FAILED if failed else OK
+
+
 # ---- parser --------------------------------------------------------------------------------
 
 
@@ -452,6 +500,21 @@ def _parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--due", action="store_true", help="with --policy: plan only what is due (cadence, window, backoff)")
     p.set_defaults(func=cmd_plan)
+
+    p = sub.add_parser(
+        "advise", parents=[common, source, select], help="the table settings the grades recommend, to approve"
+    )
+    p.add_argument("-o", "--output", metavar="FILE", help="write the advice (JSON) here")
+    p.set_defaults(func=cmd_advise)
+
+    p = sub.add_parser(
+        "apply-advice", parents=[common, source], help="commit approved advice (refused unless --approved matches)"
+    )
+    p.add_argument("--advice", metavar="FILE", required=True, help="advice written by `advise -o`")
+    p.add_argument("--approved", metavar="FINGERPRINT", required=True, help="the fingerprint a person approved")
+    p.add_argument("--receipts", metavar="WHERE", help="append a receipt per table here")
+    p.add_argument("--actor", help="who applies it, for the receipts")
+    p.set_defaults(func=cmd_apply_advice)
 
     p = sub.add_parser("policy", help="check a policy file, or explain what it does to each table")
     policy_sub = p.add_subparsers(dest="policy_command", metavar="ACTION", required=True)
