@@ -293,13 +293,10 @@ impl Catalog {
     ) -> napi::Result<Value> {
         let controls = errors::check(control_sources(controls)?.load())?;
         let scans = core_scans(scans);
-        let graded = errors::check(policy.inner.grade(&scans))?;
-        let now = scans.iter().map(|s| s.scanned_at_ms).max().unwrap_or(0);
-        let explained = errors::check(policy.inner.explain(
+        let explained = errors::check(policy.inner.explain_scans(
             self.inner.name(),
-            &graded,
+            &scans,
             &controls,
-            now,
         ))?;
         to_value(&explained)
     }
@@ -308,19 +305,7 @@ impl Catalog {
     #[napi(catch_unwind)]
     pub fn advise(&self, scans: Either<&FleetScan, Vec<&TableScan>>) -> napi::Result<Advice> {
         let scans = core_scans(scans);
-        let graded = scans
-            .iter()
-            .map(|s| {
-                let report = errors::check(cryo_core::grade::grade(
-                    s,
-                    &GradeOptions::default(),
-                    s.scanned_at_ms,
-                ))?;
-                Ok((s.clone(), report))
-            })
-            .collect::<napi::Result<Vec<_>>>()?;
-        let now = scans.iter().map(|s| s.scanned_at_ms).max().unwrap_or(0);
-        let advice = errors::check(cryo_core::policy::advise(self.inner.name(), &graded, now))?;
+        let advice = errors::check(cryo_core::policy::advise_scans(self.inner.name(), &scans))?;
         Ok(Advice {
             inner: Arc::new(advice),
         })
@@ -369,9 +354,7 @@ impl Catalog {
         let cat = Arc::clone(&self.inner);
         let due = run(Some(self.config()), move || async move {
             let receipts = sources.receipts_from(&cat).await?;
-            let graded = policy.grade(&scans)?;
-            let now = scans.iter().map(|s| s.scanned_at_ms).max().unwrap_or(0);
-            Ok(policy.due(&graded, &receipts, now))
+            policy.due_scans(&scans, &receipts)
         })
         .await?;
         to_value(&due)

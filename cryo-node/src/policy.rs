@@ -89,9 +89,7 @@ impl Policy {
     #[napi(catch_unwind, ts_return_type = "Record<string, unknown>")]
     pub fn resolve(&self, scans: Either<&FleetScan, Vec<&TableScan>>) -> napi::Result<Value> {
         let scans = core_scans(scans);
-        let graded = check(self.inner.grade(&scans))?;
-        let now = scans.iter().map(|s| s.scanned_at_ms).max().unwrap_or(0);
-        to_value(&self.inner.resolve_fleet(&graded, now))
+        to_value(&check(self.inner.resolve_scans(&scans))?)
     }
 
     /// `Policy(… presets, … rules, fingerprint …)`.

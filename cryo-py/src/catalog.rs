@@ -266,10 +266,7 @@ impl Catalog {
             match policy {
                 Some(policy) if only_due => {
                     let receipts = sources.receipts_from(&cat).await?;
-                    let graded = policy.grade(&scans)?;
-                    let now = scans.iter().map(|s| s.scanned_at_ms).max().unwrap_or(0);
-                    let due = policy.due(&graded, &receipts, now);
-                    policy.plan_due(cat.name(), &graded, &due, &controls, now)
+                    policy.plan_due_scans(cat.name(), &scans, &receipts, &controls)
                 }
                 Some(policy) => policy.plan_scans(cat.name(), &scans, &controls),
                 None => plan_scans(cat.name(), &scans, &grading, &planning, &controls),
@@ -284,18 +281,8 @@ impl Catalog {
     fn advise(&self, py: Python<'_>, scans: Vec<Bound<'_, TableScan>>) -> PyResult<Advice> {
         let scans = TableScan::core_all(scans);
         let name = self.core(py)?.name().to_string();
-        let advice = crate::runtime::blocking(py, move || {
-            let graded = scans
-                .iter()
-                .map(|s| {
-                    let report =
-                        cryo_core::grade::grade(s, &GradeOptions::default(), s.scanned_at_ms)?;
-                    Ok((s.clone(), report))
-                })
-                .collect::<cryo_core::Result<Vec<_>>>()?;
-            let now = scans.iter().map(|s| s.scanned_at_ms).max().unwrap_or(0);
-            cryo_core::policy::advise(&name, &graded, now)
-        })?;
+        let advice =
+            crate::runtime::blocking(py, move || cryo_core::policy::advise_scans(&name, &scans))?;
         Ok(Advice {
             inner: Arc::new(advice),
         })
@@ -345,9 +332,7 @@ impl Catalog {
         let cat = self.core(py)?;
         let due = wait(py, move || async move {
             let receipts = sources.receipts_from(&cat).await?;
-            let graded = policy.grade(&scans)?;
-            let now = scans.iter().map(|s| s.scanned_at_ms).max().unwrap_or(0);
-            Ok(policy.due(&graded, &receipts, now))
+            policy.due_scans(&scans, &receipts)
         })?;
         crate::convert::to_python(py, &due)
     }
@@ -369,9 +354,7 @@ impl Catalog {
         let cat = self.core(py)?;
         let explained = wait(py, move || async move {
             let controls = sources.load_from(&cat).await?;
-            let graded = policy.grade(&scans)?;
-            let now = scans.iter().map(|s| s.scanned_at_ms).max().unwrap_or(0);
-            policy.explain(cat.name(), &graded, &controls, now)
+            policy.explain_scans(cat.name(), &scans, &controls)
         })?;
         crate::convert::to_python(py, &explained)
     }

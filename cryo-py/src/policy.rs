@@ -76,11 +76,7 @@ impl Policy {
         scans: Vec<Bound<'py, TableScan>>,
     ) -> PyResult<Bound<'py, PyAny>> {
         let scans = TableScan::core_all(scans);
-        let fleet = blocking(py, move || {
-            let graded = self.inner.grade(&scans)?;
-            let now = scans.iter().map(|s| s.scanned_at_ms).max().unwrap_or(0);
-            Ok(self.inner.resolve_fleet(&graded, now))
-        })?;
+        let fleet = blocking(py, move || self.inner.resolve_scans(&scans))?;
         to_python(py, &fleet)
     }
 

@@ -1108,7 +1108,7 @@ pub fn plan_scans(
     options: &PlanOptions,
     controls: &BTreeMap<TableId, TableControl>,
 ) -> Result<MaintenancePlan> {
-    let now_ms = scans.iter().map(|s| s.scanned_at_ms).max().unwrap_or(0);
+    let now_ms = crate::policy::newest_scan_ms(scans);
     let graded = scans
         .iter()
         .map(|scan| {

@@ -195,6 +195,21 @@ pub fn advise(catalog: &str, graded: &[(TableScan, HealthReport)], now_ms: i64) 
     Ok(advice)
 }
 
+/// [`advise`] for scans graded with the default options, at the newest scan.
+pub fn advise_scans(catalog: &str, scans: &[TableScan]) -> Result<Advice> {
+    let options = crate::grade::GradeOptions::default();
+    let graded = scans
+        .iter()
+        .map(|s| {
+            Ok((
+                s.clone(),
+                crate::grade::grade(s, &options, s.scanned_at_ms)?,
+            ))
+        })
+        .collect::<Result<Vec<_>>>()?;
+    advise(catalog, &graded, super::resolve::newest_scan_ms(scans))
+}
+
 /// How applying one table's changes ended.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "status", rename_all = "snake_case")]

@@ -73,13 +73,14 @@ mod units;
 
 pub use advice::{
     ADVICE_FORMAT_VERSION, Advice, AppliedStatus, AppliedTable, ApplyOutcome, PropertyChange,
-    TableAdvice, advise, apply_advice,
+    TableAdvice, advise, advise_scans, apply_advice,
 };
 pub use due::{BackingOff, Due, DueTable, Streak, streaks};
 pub use file::{
     Backoff, Budgets, DestinationKind, POLICY_FORMAT_VERSION, Pause, PolicyFile, PolicyProblem,
     Preset, Rule, Selector, TableOverride, WindowRef, WindowSpec,
 };
+pub(crate) use resolve::newest_scan_ms;
 pub use resolve::{
     Assignment, DEFAULT_PRESET, NextRun, Policy, ResolvedFleet, ResolvedPreset, ResolvedTable,
     TableExplanation,

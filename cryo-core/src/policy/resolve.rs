@@ -356,9 +356,55 @@ impl Policy {
         scans: &[TableScan],
         controls: &BTreeMap<TableId, TableControl>,
     ) -> Result<MaintenancePlan> {
+        self.plan(
+            catalog,
+            &self.grade(scans)?,
+            controls,
+            newest_scan_ms(scans),
+        )
+    }
+
+    /// [`Policy::resolve_fleet`] of scans graded with the policy's prices, at the newest scan.
+    pub fn resolve_scans(&self, scans: &[TableScan]) -> Result<ResolvedFleet> {
+        Ok(self.resolve_fleet(&self.grade(scans)?, newest_scan_ms(scans)))
+    }
+
+    /// [`Policy::explain`] of scans graded with the policy's prices, at the newest scan.
+    pub fn explain_scans(
+        &self,
+        catalog: &str,
+        scans: &[TableScan],
+        controls: &BTreeMap<TableId, TableControl>,
+    ) -> Result<Vec<TableExplanation>> {
+        self.explain(
+            catalog,
+            &self.grade(scans)?,
+            controls,
+            newest_scan_ms(scans),
+        )
+    }
+
+    /// [`Policy::due`] of scans graded with the policy's prices, at the newest scan.
+    pub fn due_scans(
+        &self,
+        scans: &[TableScan],
+        receipts: &[crate::receipt::Receipt],
+    ) -> Result<super::Due> {
+        Ok(self.due(&self.grade(scans)?, receipts, newest_scan_ms(scans)))
+    }
+
+    /// [`Policy::plan_due`] of what [`Policy::due_scans`] finds due.
+    pub fn plan_due_scans(
+        &self,
+        catalog: &str,
+        scans: &[TableScan],
+        receipts: &[crate::receipt::Receipt],
+        controls: &BTreeMap<TableId, TableControl>,
+    ) -> Result<MaintenancePlan> {
         let graded = self.grade(scans)?;
-        let now_ms = scans.iter().map(|s| s.scanned_at_ms).max().unwrap_or(0);
-        self.plan(catalog, &graded, controls, now_ms)
+        let now = newest_scan_ms(scans);
+        let due = self.due(&graded, receipts, now);
+        self.plan_due(catalog, &graded, &due, controls, now)
     }
 
     /// Grade scans with the policy's prices.
@@ -537,6 +583,12 @@ impl Policy {
             cost,
         })
     }
+}
+
+/// The time of the newest scan (0 for none): a plan made from the same scans is the same
+/// plan, whenever it is made.
+pub(crate) fn newest_scan_ms(scans: &[TableScan]) -> i64 {
+    scans.iter().map(|s| s.scanned_at_ms).max().unwrap_or(0)
 }
 
 fn hex(bytes: &[u8]) -> String {
